@@ -1,0 +1,218 @@
+//! What the engine needs from a model provider, and nothing more.
+//!
+//! The engine owns the conversation and the retry policy; a provider only turns one
+//! [`ChatRequest`] into one attempt's stream of [`ModelEvent`]s and classifies its
+//! failures. Keeping retries here means every provider gets the same rule: retry a
+//! transient failure only while nothing of the reply has reached the client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+
+use crate::protocol::TurnUsage;
+
+/// One request to the model: the whole conversation so far plus the tools it may call.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The model name as the provider's API knows it (no `provider/` prefix).
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub reasoning_effort: Option<String>,
+}
+
+/// A conversation item in provider-neutral form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// `text` is what the model reads, attachment notes included.
+    User { text: String, images: Vec<ImageData> },
+    Assistant {
+        text: String,
+        reasoning: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+    },
+}
+
+/// An attached image, already read and base64-encoded. Shared because a long session
+/// re-sends every image on every request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageData {
+    pub mime: &'static str,
+    pub base64: Arc<str>,
+}
+
+/// A complete tool call as the model made it. `arguments` is the raw JSON text; the
+/// engine parses it, so a provider never rejects a reply over bad arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool as offered to the model: `parameters` is a JSON Schema object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// One piece of a streamed reply, in arrival order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    ReasoningDelta(String),
+    TextDelta(String),
+    /// A fragment of a tool call still being written: lets the engine show a call (for
+    /// example a plan) while the model types it. `arguments` is the new fragment only.
+    ToolCallDelta {
+        index: usize,
+        name: Option<String>,
+        arguments: String,
+    },
+    /// A finished tool call. All of them arrive before [`ModelEvent::Finished`].
+    ToolCall(ToolCall),
+    Usage(TurnUsage),
+    /// The reply is complete; nothing follows.
+    Finished(FinishReason),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    /// The reply hit the output token limit.
+    Length,
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    pub fn from_wire(reason: &str) -> Self {
+        match reason {
+            "stop" | "end_turn" => Self::Stop,
+            "tool_calls" | "function_call" | "tool_use" => Self::ToolCalls,
+            "length" | "max_tokens" => Self::Length,
+            "content_filter" => Self::ContentFilter,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// A failed attempt. `retry` says whether trying again may help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelError {
+    pub message: String,
+    pub retry: Retry,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Permanent: bad request, bad key, unknown model ...
+    Never,
+    /// Transient (overload, 5xx, connection reset, stream cut short); the server may
+    /// have said how long to wait.
+    After(Option<Duration>),
+}
+
+impl ModelError {
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retry: Retry::Never,
+        }
+    }
+
+    pub fn transient(message: impl Into<String>, after: Option<Duration>) -> Self {
+        Self {
+            message: message.into(),
+            retry: Retry::After(after),
+        }
+    }
+}
+
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
+
+/// A model endpoint. Implementations live in `crate::providers`.
+pub trait ModelClient: Send + Sync {
+    /// Starts one attempt. The request is read synchronously (implementations encode it
+    /// before returning), so the caller keeps ownership of the conversation. The future
+    /// resolves once the model has accepted the request (HTTP headers in); the stream
+    /// then yields the reply and ends after [`ModelEvent::Finished`] or an error.
+    fn stream(&self, request: &ChatRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>>;
+}
+
+/// Limits and prices of one model, resolved from config and built-in defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    pub context_window: u64,
+    pub max_output_tokens: u64,
+    /// Empty when the model takes no effort setting.
+    pub reasoning_efforts: Vec<String>,
+    /// USD per million tokens; `None` when unpriced (cost then stays 0).
+    pub input_price: Option<f64>,
+    pub cached_input_price: Option<f64>,
+    pub output_price: Option<f64>,
+}
+
+/// How the engine treats a provider's transient failures and silences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub base_delay: Duration,
+    /// A stream silent for this long is cut and counts as a transient failure.
+    pub idle_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 5,
+            base_delay: Duration::from_millis(500),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A `provider/model` pair ready to use.
+#[derive(Clone)]
+pub struct ResolvedModel {
+    pub provider: String,
+    pub model: String,
+    pub info: ModelInfo,
+    pub client: Arc<dyn ModelClient>,
+    pub retry: RetryPolicy,
+    /// `model_status.state`: `ready`, or why requests will fail (`missing_api_key`).
+    pub state: String,
+    /// Shown once in the startup batch (for example: "this is the offline demo").
+    pub notice: Option<String>,
+}
+
+impl ResolvedModel {
+    /// `provider/model`, as `startup.model` and the config's `model` key spell it.
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+}
+
+/// Resolves model names to clients. Implemented by `crate::providers::Catalog`.
+pub trait ModelCatalog: Send + Sync {
+    /// The model a new session starts on.
+    fn default_model(&self) -> Result<ResolvedModel, String>;
+
+    /// Resolves `provider/model`, or a bare model name of a configured provider (the
+    /// current provider first).
+    fn resolve(&self, name: &str, current_provider: Option<&str>) -> Result<ResolvedModel, String>;
+
+    /// Every model the user can pick, as `(provider/model, info)`, for the model picker.
+    fn list(&self) -> Vec<(String, ModelInfo)>;
+}

@@ -1,0 +1,1 @@
+//! Builds engine sessions from a profile.

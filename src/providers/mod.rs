@@ -1,0 +1,1 @@
+//! Model providers: implementations of [`crate::engine::ModelClient`].

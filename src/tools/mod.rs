@@ -1,0 +1,1 @@
+//! Tools: implementations of [`crate::engine::Tool`].
