@@ -1,1 +1,93 @@
-//! Builds engine sessions from a profile.
+//! Builds engine sessions from a profile: reads the config, resolves providers, registers
+//! tools, picks the prompt. This is the one place that knows both the engine and the
+//! concrete providers and tools; the in-process transport and the daemon both start
+//! sessions through it, which is what keeps their protocol identical.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::{ApprovalMode, LoadedConfig, Profile};
+use crate::engine::{SessionParams, ToolRegistry, prompt};
+use crate::providers::Catalog;
+
+/// What a client asks for when it opens a session.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Working directory of a coding session (ignored for chat sessions).
+    pub cwd: PathBuf,
+    /// A chat session: runs in `<profile>/chats` with the chat prompt.
+    pub chat: bool,
+    /// The client's environment; providers read API keys from it.
+    pub env: HashMap<String, String>,
+}
+
+impl SessionOptions {
+    /// Options for a session of this very process (in-process serve).
+    pub fn from_current_process(chat: bool) -> Self {
+        Self {
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            chat,
+            env: std::env::vars().collect(),
+        }
+    }
+}
+
+pub fn new_session_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParams {
+    let config_path = profile.config_path();
+    let loaded = LoadedConfig::load(&config_path);
+    let mut startup_errors = loaded.problems;
+    let config = loaded.config;
+
+    let today = prompt::today();
+    let (cwd, system_prompt) = if options.chat || is_inside(&options.cwd, &profile.chats_dir()) {
+        let dir = if options.chat {
+            profile.chats_dir()
+        } else {
+            options.cwd.clone()
+        };
+        if let Err(err) = std::fs::create_dir_all(&dir) {
+            startup_errors.push(format!("cannot create {}: {err}", dir.display()));
+        }
+        (dir, prompt::chat_prompt(&today))
+    } else {
+        let prompt = prompt::coding_prompt(&options.cwd, &today);
+        (options.cwd.clone(), prompt)
+    };
+
+    let mut tools = ToolRegistry::new();
+    crate::tools::register_read_only(&mut tools);
+
+    let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
+    let reasoning_effort = config.reasoning_effort.clone();
+    let catalog = Catalog::new(
+        config,
+        profile.dir.clone(),
+        config_path.clone(),
+        Arc::new(options.env),
+    );
+    SessionParams {
+        session_id: new_session_id(),
+        cwd,
+        profile_dir: profile.dir.clone(),
+        config_path,
+        system_prompt,
+        approval_mode,
+        reasoning_effort,
+        catalog: Arc::new(catalog),
+        tools,
+        startup_errors,
+    }
+}
+
+/// Whether `path` is `dir` or inside it. Any engine started in the chats directory is a
+/// chat session, as the protocol says.
+fn is_inside(path: &std::path::Path, dir: &std::path::Path) -> bool {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    path.starts_with(dir)
+}

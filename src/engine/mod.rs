@@ -1,10 +1,25 @@
 //! One session's state machine and turn loop.
+//!
+//! The engine knows nothing of stdio, sockets or JSON lines beyond the protocol types:
+//! it takes [`Input`]s on a channel and emits encoded event lines on another. Model
+//! providers and tools come in through the [`ModelCatalog`] and [`ToolRegistry`] given
+//! to [`spawn`]; the engine never names a concrete one.
 
+mod attach;
+pub mod commands;
+mod emitter;
+mod history;
 pub mod model;
+pub mod prompt;
+mod session;
+pub mod tokens;
 pub mod tools;
+mod turn;
 
+pub use emitter::{EVENT_QUEUE, Emitter};
 pub use model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
+pub use session::{INPUT_QUEUE, Input, SessionHandle, SessionParams, context_limit, spawn};
 pub use tools::{Tool, ToolContext, ToolOutput, ToolRegistry, resolve_path};

@@ -209,6 +209,10 @@ pub trait ModelCatalog: Send + Sync {
     /// The model a new session starts on.
     fn default_model(&self) -> Result<ResolvedModel, String>;
 
+    /// The offline demo model, used when the configured model cannot be resolved so a
+    /// session always starts.
+    fn fallback(&self) -> ResolvedModel;
+
     /// Resolves `provider/model`, or a bare model name of a configured provider (the
     /// current provider first).
     fn resolve(&self, name: &str, current_provider: Option<&str>) -> Result<ResolvedModel, String>;

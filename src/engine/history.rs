@@ -1,0 +1,78 @@
+//! The conversation of a session, in two views kept side by side.
+//!
+//! `messages` is what the model reads on its next request; `transcript` is what a
+//! client renders (the `transcript` event): user text without the attachment notes the
+//! model sees, tool calls with their names, plans. Appending to both in one place keeps
+//! them from drifting apart.
+
+use serde::Serialize;
+
+use super::model::{Message, ToolCall};
+use crate::protocol::UserMessageEvent;
+
+#[derive(Debug, Default)]
+pub struct History {
+    pub messages: Vec<Message>,
+    pub transcript: Vec<TranscriptItem>,
+}
+
+/// One rendered conversation item, as the `transcript` event carries it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum TranscriptItem {
+    User(UserMessageEvent),
+    Assistant {
+        content: String,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+    },
+}
+
+impl History {
+    pub fn push_user(&mut self, message: Message, shown: UserMessageEvent) {
+        self.messages.push(message);
+        self.transcript.push(TranscriptItem::User(shown));
+    }
+
+    pub fn push_assistant(&mut self, text: String, reasoning: String, tool_calls: Vec<ToolCall>) {
+        if text.is_empty() && tool_calls.is_empty() {
+            return;
+        }
+        if !text.is_empty() {
+            self.transcript.push(TranscriptItem::Assistant {
+                content: text.clone(),
+            });
+        }
+        self.messages.push(Message::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        });
+    }
+
+    pub fn push_tool_result(&mut self, call: &ToolCall, output: String, is_error: bool) {
+        self.transcript.push(TranscriptItem::Tool {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            output: output.clone(),
+            is_error,
+        });
+        self.messages.push(Message::Tool {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            output,
+            is_error,
+        });
+    }
+
+    pub fn transcript_json(&self) -> Vec<serde_json::Value> {
+        self.transcript
+            .iter()
+            .filter_map(|item| serde_json::to_value(item).ok())
+            .collect()
+    }
+}

@@ -1,0 +1,121 @@
+//! Context size and cost.
+//!
+//! `context_usage.tokens` is counted with the o200k tokenizer over what the next request
+//! will carry (system prompt, messages, tool schemas), so a front-end can show how full
+//! the window is before the provider reports anything. Loading the tokenizer's tables
+//! takes tens of milliseconds, so sessions start loading it in the background at once and
+//! the first count never waits on a cold start in the turn's critical path.
+
+use super::model::{Message, ModelInfo, ToolSpec};
+use crate::protocol::TurnUsage;
+
+pub const TOKENIZER: &str = "o200k";
+
+/// Per-message framing tokens (role, separators), as OpenAI documents for chat models.
+const PER_MESSAGE: u64 = 3;
+/// A typical image at high detail; providers bill images by tiles, not by bytes.
+const PER_IMAGE: u64 = 765;
+
+/// Starts loading the tokenizer on a background thread. Idempotent.
+pub fn warm_up() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("tokenizer-load".into())
+            .spawn(|| {
+                tiktoken_rs::o200k_base_singleton();
+            });
+    });
+}
+
+pub fn count_text(text: &str) -> u64 {
+    if text.is_empty() {
+        return 0;
+    }
+    tiktoken_rs::o200k_base_singleton()
+        .encode_ordinary(text)
+        .len() as u64
+}
+
+/// Tokens the next request would carry.
+pub fn count_context(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
+    let mut total = PER_MESSAGE + count_text(system);
+    for message in messages {
+        total += PER_MESSAGE;
+        total += match message {
+            Message::User { text, images } => count_text(text) + PER_IMAGE * images.len() as u64,
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                count_text(text)
+                    + tool_calls
+                        .iter()
+                        .map(|call| count_text(&call.name) + count_text(&call.arguments))
+                        .sum::<u64>()
+            }
+            Message::Tool { output, .. } => count_text(output),
+        };
+    }
+    for tool in tools {
+        total += count_text(&tool.name)
+            + count_text(&tool.description)
+            + count_text(&tool.parameters.to_string());
+    }
+    total
+}
+
+/// USD cost of one turn's usage at the model's prices (0 for what is unpriced). Cached
+/// input is billed at its own price when one is set, else at the input price.
+pub fn cost(usage: &TurnUsage, info: &ModelInfo) -> f64 {
+    let per_token = |price: Option<f64>| price.unwrap_or(0.0) / 1_000_000.0;
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    let uncached = usage.input_tokens - cached;
+    uncached as f64 * per_token(info.input_price)
+        + cached as f64 * per_token(info.cached_input_price.or(info.input_price))
+        + usage.output_tokens as f64 * per_token(info.output_price)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> ModelInfo {
+        ModelInfo {
+            context_window: 1000,
+            max_output_tokens: 100,
+            reasoning_efforts: vec![],
+            input_price: Some(2.0),
+            cached_input_price: Some(0.5),
+            output_price: Some(10.0),
+        }
+    }
+
+    #[test]
+    fn counts_with_o200k() {
+        assert_eq!(count_text("hello world"), 2);
+        let messages = vec![Message::User {
+            text: "hello world".into(),
+            images: vec![],
+        }];
+        assert_eq!(count_context("", &messages, &[]), PER_MESSAGE * 2 + 2);
+    }
+
+    #[test]
+    fn cost_uses_cached_price() {
+        let usage = TurnUsage {
+            input_tokens: 1_000_000,
+            cached_input_tokens: 400_000,
+            output_tokens: 100_000,
+            reasoning_tokens: 0,
+        };
+        let cost = cost(&usage, &info());
+        assert!((cost - (1.2 + 0.2 + 1.0)).abs() < 1e-9, "{cost}");
+        let unpriced = ModelInfo {
+            input_price: None,
+            cached_input_price: None,
+            output_price: None,
+            ..info()
+        };
+        assert_eq!(super::cost(&usage, &unpriced), 0.0);
+    }
+}

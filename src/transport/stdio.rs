@@ -1,0 +1,178 @@
+//! Serve protocol v2 on this process's stdin/stdout, with the engine in process.
+//!
+//! Both directions run on dedicated OS threads with plain blocking I/O: stdin and
+//! stdout are pipes to one client, and a thread per direction is cheaper and faster than
+//! tokio's stdio wrappers, which hand every read and write to the blocking pool. The
+//! writer drains every line that is ready, writes them in one go and flushes before it
+//! waits again, so no line ever sits in a buffer while the engine is idle, and a burst
+//! of deltas costs one syscall rather than one per line.
+
+use std::io::{Read, Write};
+use std::thread::JoinHandle;
+
+use bytes::BytesMut;
+use tokio::sync::mpsc;
+use tokio_util::codec::Decoder;
+
+use crate::engine::Input;
+use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
+
+/// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
+/// before anything else. The thread ends once every sender is dropped and all lines
+/// are out, or when stdout is closed.
+pub fn spawn_writer<W: Write + Send + 'static>(
+    out: W,
+    first: EventLine,
+    mut lines: mpsc::Receiver<EventLine>,
+) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("stdout-writer".into())
+        .spawn(move || {
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+            let result = (|| -> std::io::Result<()> {
+                out.write_all(&first)?;
+                out.flush()?;
+                while let Some(line) = lines.blocking_recv() {
+                    out.write_all(&line)?;
+                    while let Ok(line) = lines.try_recv() {
+                        out.write_all(&line)?;
+                    }
+                    out.flush()?;
+                }
+                Ok(())
+            })();
+            if let Err(err) = result {
+                tracing::debug!(%err, "stdout closed");
+            }
+        })
+        .unwrap_or_else(|err| fatal_thread(err))
+}
+
+/// Starts the stdin reader thread: decodes lines, parses ops and forwards them to the
+/// session in order. Ends at EOF (dropping the sender, which ends the session) or when
+/// the session is gone.
+pub fn spawn_reader<R: Read + Send + 'static>(input: R, inputs: mpsc::Sender<Input>) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("stdin-reader".into())
+        .spawn(move || read_inputs(input, &inputs))
+        .unwrap_or_else(|err| fatal_thread(err))
+}
+
+fn read_inputs<R: Read>(mut input: R, inputs: &mpsc::Sender<Input>) {
+    let mut codec = LineCodec::new();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let read = match input.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => {
+                tracing::warn!(%err, "stdin read failed; treating it as end of input");
+                break;
+            }
+        };
+        buf.extend_from_slice(&chunk[..read]);
+        while let Ok(Some(frame)) = codec.decode(&mut buf) {
+            if inputs.blocking_send(frame_to_input(frame)).is_err() {
+                return;
+            }
+        }
+    }
+    while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
+        if inputs.blocking_send(frame_to_input(frame)).is_err() {
+            return;
+        }
+    }
+}
+
+pub fn frame_to_input(frame: Frame) -> Input {
+    match frame {
+        Frame::Line(line) => match parse_op(&line) {
+            Ok(op) => Input::Op(op),
+            Err(message) => Input::Malformed(message),
+        },
+        Frame::TooLong { limit } => Input::Malformed(format!(
+            "invalid command: line longer than {} MiB was skipped",
+            limit / (1024 * 1024)
+        )),
+    }
+}
+
+/// Runs one in-process session on stdin/stdout until `shutdown`, `/quit`, `/exit` or
+/// EOF. `hello` is on stdout before the profile is even read, so a front-end sees the
+/// process is alive within a millisecond or two of starting it.
+pub fn serve_in_process(
+    profile: crate::config::Profile,
+    options: crate::host::SessionOptions,
+) -> std::io::Result<()> {
+    let (events, lines) = mpsc::channel(crate::engine::EVENT_QUEUE);
+    let writer = spawn_writer(std::io::stdout(), crate::protocol::hello_line(), lines);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("jucode-engine")
+        .build()?;
+    runtime.block_on(async move {
+        let params = crate::host::build_session(&profile, options);
+        let session = crate::engine::spawn(params, events);
+        let _reader = spawn_reader(std::io::stdin(), session.inputs);
+        if let Err(err) = session.task.await {
+            tracing::error!(%err, "session task failed");
+        }
+    });
+    // Dropping the runtime drops every task, and with them every event sender, so the
+    // writer drains what is left and ends.
+    drop(runtime);
+    let _ = writer.join();
+    Ok(())
+}
+
+fn fatal_thread(err: std::io::Error) -> ! {
+    eprintln!("jucode: cannot start an I/O thread: {err}");
+    std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Op;
+
+    #[test]
+    fn reader_forwards_ops_and_errors_in_order() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let text = "{\"op\":\"shutdown\"}\n\nnot json\n{\"op\":\"agent_runs\"}";
+        read_inputs(text.as_bytes(), &tx);
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(input) = rx.blocking_recv() {
+            got.push(input);
+        }
+        assert!(matches!(got[0], Input::Op(Op::Shutdown)));
+        assert!(matches!(&got[1], Input::Malformed(m) if m.starts_with("invalid command:")));
+        assert!(matches!(got[2], Input::Op(Op::AgentRuns)));
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn writer_puts_first_line_first() {
+        #[derive(Clone, Default)]
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Shared::default();
+        let (tx, rx) = mpsc::channel(4);
+        tx.try_send(EventLine::from_static(b"b\n")).unwrap();
+        drop(tx);
+        spawn_writer(sink.clone(), EventLine::from_static(b"a\n"), rx)
+            .join()
+            .unwrap();
+        assert_eq!(&sink.0.lock().unwrap()[..], b"a\nb\n");
+    }
+}

@@ -1,0 +1,324 @@
+//! A loopback model server the tests own: OpenAI Chat Completions over SSE, with
+//! scripted replies served in order, per-chunk pacing, gates the test opens to release
+//! the rest of a reply, HTTP failures and mid-stream disconnects.
+//!
+//! It runs on its own runtime thread so tests can stay plain blocking `#[test]`s that
+//! drive the `jucode` binary line by line.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, channel::Channel};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// One scripted answer to one request.
+pub enum Reply {
+    /// `200 text/event-stream`: each step is sent in order.
+    Sse(Vec<Step>),
+    /// A non-2xx answer.
+    Status {
+        code: u16,
+        body: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+pub enum Step {
+    /// One `data: <json>` event.
+    Data(Value),
+    /// Raw bytes, for malformed-input cases.
+    Raw(String),
+    /// `data: [DONE]`.
+    Done,
+    Pause(Duration),
+    /// Waits until the test opens the gate.
+    Wait(Gate),
+    /// Drops the connection without finishing the body.
+    Cut,
+}
+
+/// A one-way latch the test opens to let a reply continue.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Notify)>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.0.1.notified();
+            if *self.0.0.lock().unwrap() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+    /// When the request's body was complete, for latency measurements.
+    pub at: Instant,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The `messages` array of the request.
+    pub fn messages(&self) -> &Vec<Value> {
+        self.body["messages"].as_array().expect("messages array")
+    }
+
+    pub fn last_message(&self) -> &Value {
+        self.messages().last().expect("at least one message")
+    }
+}
+
+struct State {
+    replies: VecDeque<Reply>,
+    requests: Vec<Recorded>,
+}
+
+type Shared = Arc<(Mutex<State>, Condvar)>;
+
+pub struct MockModel {
+    pub addr: SocketAddr,
+    shared: Shared,
+    _runtime: std::thread::JoinHandle<()>,
+}
+
+impl MockModel {
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("local addr");
+        let shared: Shared = Arc::new((
+            Mutex::new(State {
+                replies: VecDeque::new(),
+                requests: Vec::new(),
+            }),
+            Condvar::new(),
+        ));
+        let server = shared.clone();
+        let runtime = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("mock runtime");
+            rt.block_on(serve(listener, server));
+        });
+        Self {
+            addr,
+            shared,
+            _runtime: runtime,
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn push(&self, reply: Reply) {
+        self.shared.0.lock().unwrap().replies.push_back(reply);
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.0.lock().unwrap().requests.clone()
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.shared.0.lock().unwrap().requests.len()
+    }
+
+    /// Blocks until at least `n` requests arrived (10 s at most, then fails the test).
+    pub fn wait_requests(&self, n: usize) -> Vec<Recorded> {
+        let (lock, arrived) = &*self.shared;
+        let state = lock.lock().unwrap();
+        let (state, timeout) = arrived
+            .wait_timeout_while(state, Duration::from_secs(10), |s| s.requests.len() < n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "expected {n} model requests, got {}",
+            state.requests.len()
+        );
+        state.requests.clone()
+    }
+
+    pub fn unused_replies(&self) -> usize {
+        self.shared.0.lock().unwrap().replies.len()
+    }
+}
+
+async fn serve(listener: std::net::TcpListener, shared: Shared) {
+    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(req, shared).await) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
+    let path = req.uri().path().to_owned();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+        .collect();
+    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let reply = {
+        let mut state = shared.0.lock().unwrap();
+        state.requests.push(Recorded {
+            path,
+            headers,
+            body,
+            at: Instant::now(),
+        });
+        state.replies.pop_front()
+    };
+    shared.1.notify_all();
+    match reply {
+        None => status(500, r#"{"error":{"message":"mock: no reply scripted"}}"#, &[]),
+        Some(Reply::Status { code, body, headers }) => status(code, &body, &headers),
+        Some(Reply::Sse(steps)) => {
+            let (mut tx, body) = Channel::<Bytes, std::io::Error>::new(64);
+            tokio::spawn(async move {
+                for step in steps {
+                    let chunk = match step {
+                        Step::Data(value) => format!("data: {value}\n\n"),
+                        Step::Raw(raw) => raw,
+                        Step::Done => "data: [DONE]\n\n".to_owned(),
+                        Step::Pause(duration) => {
+                            tokio::time::sleep(duration).await;
+                            continue;
+                        }
+                        Step::Wait(gate) => {
+                            gate.wait().await;
+                            continue;
+                        }
+                        Step::Cut => {
+                            tx.abort(std::io::Error::other("mock: connection cut"));
+                            return;
+                        }
+                    };
+                    if tx.send_data(Bytes::from(chunk)).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Response::builder()
+                .status(200)
+                .header("content-type", "text/event-stream")
+                .body(body.boxed())
+                .expect("response")
+        }
+    }
+}
+
+fn status(code: u16, body: &str, headers: &[(String, String)]) -> Response<Body> {
+    let mut builder = Response::builder()
+        .status(code)
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    builder
+        .body(
+            Full::new(Bytes::from(body.to_owned()))
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+        .expect("response")
+}
+
+// ---- chunk builders ------------------------------------------------------------------
+
+pub fn chunk(delta: Value) -> Step {
+    Step::Data(json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock-1",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]
+    }))
+}
+
+pub fn finish(reason: &str) -> Step {
+    Step::Data(json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock-1",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]
+    }))
+}
+
+pub fn usage(prompt: u64, completion: u64) -> Step {
+    Step::Data(json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "mock-1", "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                  "prompt_tokens_details": {"cached_tokens": prompt / 2},
+                  "completion_tokens_details": {"reasoning_tokens": completion / 5}}
+    }))
+}
+
+pub fn text(text: &str) -> Step {
+    chunk(json!({"content": text}))
+}
+
+pub fn reasoning(text: &str) -> Step {
+    chunk(json!({"reasoning_content": text}))
+}
+
+pub fn tool_call(index: u32, id: &str, name: &str, arguments: &str) -> Step {
+    chunk(json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+        "function": {"name": name, "arguments": arguments}}]}))
+}
+
+/// A complete text reply: `deltas` streamed, then finish, usage and `[DONE]`.
+pub fn text_reply(deltas: &[&str]) -> Reply {
+    let mut steps: Vec<Step> = deltas.iter().map(|d| text(d)).collect();
+    steps.extend([finish("stop"), usage(100, 20), Step::Done]);
+    Reply::Sse(steps)
+}
+
+/// A reply that only calls one tool.
+pub fn tool_reply(id: &str, name: &str, arguments: Value) -> Reply {
+    Reply::Sse(vec![
+        tool_call(0, id, name, &arguments.to_string()),
+        finish("tool_calls"),
+        usage(50, 10),
+        Step::Done,
+    ])
+}

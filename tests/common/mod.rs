@@ -1,0 +1,5 @@
+//! Shared test support: a mock model server and a driver for the real binary.
+#![allow(dead_code)]
+
+pub mod mock;
+pub mod serve;

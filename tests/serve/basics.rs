@@ -1,0 +1,242 @@
+//! Startup, input handling, commands and exit codes.
+
+use serde_json::{Value, json};
+
+use crate::common::serve::{Home, Serve, types};
+
+#[test]
+fn hello_then_startup_batch_on_the_offline_default() {
+    let home = Home::new();
+    let mut serve = Serve::start(&home);
+    let hello = serve.next_line().expect("hello line");
+    assert_eq!(
+        hello,
+        format!(
+            r#"{{"type":"hello","protocol":2,"version":"{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    let batch = serve.until("mcp_servers");
+    assert_eq!(
+        types(&batch),
+        ["startup", "model_status", "command_list", "approval_mode", "mcp_servers"]
+    );
+    let startup = &batch[0];
+    let session = startup["session_id"].as_str().expect("session id").to_owned();
+    assert!(!session.is_empty());
+    assert_eq!(startup["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(startup["profile_dir"], home.path().display().to_string());
+    assert_eq!(
+        startup["config_path"],
+        home.path().join("config.toml").display().to_string()
+    );
+    assert_eq!(startup["cwd"], home.path().display().to_string());
+    assert_eq!(startup["model"], "replay/demo");
+    assert_eq!(startup["context_window"], 200000);
+
+    let status = &batch[1];
+    assert_eq!(status["provider"], "replay");
+    assert_eq!(status["model"], "demo");
+    assert_eq!(status["state"], "ready");
+    assert_eq!(status["context_window"], 200000);
+    assert_eq!(status["context_limit"], 160000);
+    assert_eq!(status["max_output_tokens"], 32000);
+    assert_eq!(status["reasoning_effort"], "medium");
+    assert_eq!(status["reasoning_efforts"], json!(["low", "medium", "high"]));
+
+    let commands: Vec<&str> = batch[2]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    for expected in ["/help", "/model", "/quit", "/exit"] {
+        assert!(commands.contains(&expected), "{commands:?}");
+    }
+    for command in batch[2]["commands"].as_array().unwrap() {
+        assert!(command["marker"].is_null());
+        assert!(command["args"].is_string() && command["description"].is_string());
+    }
+    assert_eq!(batch[3]["mode"], "manual");
+    assert_eq!(batch[4]["servers"], json!([]));
+
+    let notice = serve.next();
+    assert_eq!(notice["type"], "info");
+    let message = notice["message"].as_str().unwrap();
+    assert!(message.contains("replay"), "{message}");
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+
+    for event in batch.iter().chain([&notice]) {
+        assert_eq!(event["session"], session.as_str(), "{event}");
+    }
+}
+
+#[test]
+fn broken_config_reports_file_and_line_and_starts_on_defaults() {
+    let home = Home::new();
+    home.write_config("model = \"mock/x\"\n\napproval_mode = \"sometimes\"\n");
+    let mut serve = Serve::start(&home);
+    serve.skip_startup();
+    let error = serve.next();
+    assert_eq!(error["type"], "error");
+    let message = error["message"].as_str().unwrap();
+    let path = home.path().join("config.toml").display().to_string();
+    assert!(
+        message.starts_with(&format!("config error in {path} line 3")),
+        "{message}"
+    );
+    assert_eq!(serve.next()["type"], "info", "the offline demo notice follows");
+    serve.send(json!({"op": "agent_runs"}));
+    assert_eq!(serve.next()["type"], "agent_runs");
+}
+
+#[test]
+fn unknown_configured_provider_falls_back_to_the_demo() {
+    let home = Home::new();
+    home.write_config("model = \"nowhere/x\"\n");
+    let mut serve = Serve::start(&home);
+    let batch = serve.skip_startup();
+    assert_eq!(batch[0]["model"], "replay/demo");
+    let error = serve.next();
+    assert_eq!(error["type"], "error");
+    assert!(error["message"].as_str().unwrap().contains("nowhere"), "{error}");
+}
+
+#[test]
+fn malformed_input_never_ends_the_session() {
+    let home = Home::new();
+    let mut serve = Serve::ready(&home);
+    serve.next(); // demo notice
+    serve.send_raw("");
+    serve.send_raw("   ");
+    serve.send_raw("this is not json");
+    serve.send_raw("[1,2,3]");
+    serve.send_raw(r#"{"op":"dance"}"#);
+    serve.send_raw(r#"{"op":"user_message"}"#);
+    serve.send_raw(r#"{"op":"steer","index":"first"}"#);
+    serve.send_raw(r#"{"content":"no op"}"#);
+    serve.send_bytes(b"{\"op\":\"user_message\",\"content\":\"\xff\xfe\"}\n");
+    let errors: Vec<String> = (0..7)
+        .map(|_| {
+            let event = serve.next();
+            assert_eq!(event["type"], "error", "{event}");
+            event["message"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(errors[0].starts_with("invalid command: "), "{errors:?}");
+    assert!(errors[1].starts_with("invalid command: "), "{errors:?}");
+    assert_eq!(errors[2], "unknown op: dance");
+    assert_eq!(errors[3], "invalid user_message: missing field `content`");
+    assert!(errors[4].starts_with("invalid steer: "), "{errors:?}");
+    assert_eq!(errors[5], "invalid command: missing \"op\" field");
+    assert!(errors[6].starts_with("invalid command: "), "{errors:?}");
+    serve.send(json!({"op": "agent_runs", "session": "ignored"}));
+    assert_eq!(
+        strip_session(serve.next()),
+        json!({"type": "agent_runs", "workflows": [], "agents": []})
+    );
+}
+
+#[test]
+fn lines_of_sixteen_mebibytes_are_accepted_and_longer_ones_rejected() {
+    let home = Home::new();
+    let mut serve = Serve::ready(&home);
+    serve.next();
+    let pad = "x".repeat(17 * 1024 * 1024);
+    serve.send_raw(&format!(r#"{{"op":"agent_runs","pad":"{pad}"}}"#));
+    assert_eq!(serve.next()["type"], "agent_runs");
+    let huge = "y".repeat(33 * 1024 * 1024);
+    serve.send_raw(&format!(r#"{{"op":"agent_runs","pad":"{huge}"}}"#));
+    let error = serve.next();
+    assert_eq!(error["type"], "error");
+    assert!(
+        error["message"].as_str().unwrap().contains("line longer than"),
+        "{error}"
+    );
+    serve.send(json!({"op": "agent_runs"}));
+    assert_eq!(serve.next()["type"], "agent_runs");
+}
+
+#[test]
+fn exits_zero_on_shutdown_eof_quit_and_exit() {
+    for ending in ["shutdown", "eof", "/quit", "/exit"] {
+        let home = Home::new();
+        let mut serve = Serve::ready(&home);
+        match ending {
+            "shutdown" => serve.send(json!({"op": "shutdown"})),
+            "eof" => serve.close_stdin(),
+            command => serve.send(json!({"op": "command", "input": command})),
+        }
+        let status = serve.wait();
+        assert_eq!(status.code(), Some(0), "{ending}");
+    }
+}
+
+#[test]
+fn commands_answer_with_events() {
+    let home = Home::new();
+    home.write_config(
+        "model = \"mock/mock-1\"\n\
+         [providers.mock]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         reasoning_efforts = [\"low\", \"high\"]\n\
+         [providers.mock.models.mock-1]\n\
+         [providers.mock.models.big]\ncontext_window = 1000000\nmax_output_tokens = 64000\n",
+    );
+    let mut serve = Serve::ready(&home);
+
+    serve.send(json!({"op": "command", "input": "/help"}));
+    let help = serve.expect_one("info");
+    let text = help["message"].as_str().unwrap();
+    assert!(text.contains("/model") && text.contains("/quit"), "{text}");
+
+    serve.send(json!({"op": "command", "input": "/model"}));
+    let view = serve.expect_one("model_view");
+    let models = view["models"].as_array().unwrap();
+    let names: Vec<&str> = models.iter().map(|m| m["model"].as_str().unwrap()).collect();
+    assert!(names.contains(&"mock/mock-1") && names.contains(&"mock/big"), "{names:?}");
+    let active: Vec<&Value> = models.iter().filter(|m| m["active"] == true).collect();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0]["model"], "mock/mock-1");
+    assert_eq!(view["active_effort"], "low");
+
+    serve.send(json!({"op": "command", "input": "/model mock/big high"}));
+    let status = serve.expect_one("model_status");
+    assert_eq!(status["model"], "big");
+    assert_eq!(status["provider"], "mock");
+    assert_eq!(status["reasoning_effort"], "high");
+    assert_eq!(status["context_window"], 1000000);
+    assert_eq!(status["context_limit"], 800000);
+    assert_eq!(status["max_output_tokens"], 64000);
+
+    // The same selection again changes nothing, so no model_status is emitted.
+    serve.send(json!({"op": "command", "input": "/model big"}));
+    serve.send(json!({"op": "command", "input": "/model mock/big turbo"}));
+    let error = serve.expect_one("error");
+    assert!(error["message"].as_str().unwrap().contains("turbo"), "{error}");
+
+    serve.send(json!({"op": "command", "input": "/model elsewhere/x"}));
+    let error = serve.expect_one("error");
+    assert!(error["message"].as_str().unwrap().contains("elsewhere"), "{error}");
+
+    serve.send(json!({"op": "command", "input": "/frobnicate"}));
+    let error = serve.expect_one("error");
+    assert_eq!(error["message"], "unknown command: /frobnicate (try /help)");
+
+    serve.send(json!({"op": "subagent_transcript", "agent_id": "/root/nobody"}));
+    let error = serve.expect_one("error");
+    assert!(error["message"].as_str().unwrap().contains("/root/nobody"));
+
+    serve.send(json!({"op": "set_approval_mode", "mode": "auto-edit"}));
+    let events = serve.expect(&["status", "approval_mode"]);
+    assert_eq!(events[0]["message"], "approval mode: auto-edit");
+    assert_eq!(events[1]["mode"], "auto-edit");
+    serve.send(json!({"op": "set_approval_mode", "mode": "yolo"}));
+    serve.expect_one("error");
+}
+
+pub fn strip_session(mut event: Value) -> Value {
+    if let Some(object) = event.as_object_mut() {
+        object.remove("session");
+    }
+    event
+}

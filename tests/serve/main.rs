@@ -1,0 +1,9 @@
+//! End-to-end tests of `jucode serve --in-process`, driven over stdio like a front-end.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod attachments;
+mod basics;
+mod queue;
+mod turns;
