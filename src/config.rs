@@ -23,8 +23,9 @@ impl Profile {
                 dir: absolute(PathBuf::from(home)),
             });
         }
-        let base = directories::BaseDirs::new()
-            .ok_or("cannot find the home directory: set JUCODE_HOME to choose a profile directory")?;
+        let base = directories::BaseDirs::new().ok_or(
+            "cannot find the home directory: set JUCODE_HOME to choose a profile directory",
+        )?;
         Ok(Self {
             dir: base.home_dir().join(".jucode"),
         })
@@ -280,15 +281,26 @@ script = "replies.jsonl"
             "{problem}"
         );
         assert!(problem.contains("sometimes"), "{problem}");
-        assert!(loaded.config.model.is_none(), "a broken file means defaults");
+        assert!(
+            loaded.config.model.is_none(),
+            "a broken file means defaults"
+        );
     }
 
     #[test]
     fn syntax_error_and_unknown_key() {
         let loaded = LoadedConfig::parse(Path::new("c.toml"), "model = \n");
-        assert!(loaded.problems[0].contains("line 1"), "{:?}", loaded.problems);
+        assert!(
+            loaded.problems[0].contains("line 1"),
+            "{:?}",
+            loaded.problems
+        );
         let loaded = LoadedConfig::parse(Path::new("c.toml"), "a = 1\nmodle = \"x\"\n");
-        assert!(loaded.problems[0].contains("line 1"), "{:?}", loaded.problems);
+        assert!(
+            loaded.problems[0].contains("line 1"),
+            "{:?}",
+            loaded.problems
+        );
     }
 
     #[test]

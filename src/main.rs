@@ -54,15 +54,23 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     // Until the daemon lands every session runs in process; `--in-process` keeps that
     // meaning afterwards.
     let _ = args.in_process;
-    jucode::transport::stdio::serve_in_process(profile, SessionOptions::from_current_process(args.chat))
-        .map_err(|err| format!("serve failed: {err}"))
+    jucode::transport::stdio::serve_in_process(
+        profile,
+        SessionOptions::from_current_process(args.chat),
+    )
+    .map_err(|err| format!("serve failed: {err}"))
 }
 
 fn init_logging(file: Option<&std::path::Path>) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match file.map(|path| std::fs::OpenOptions::new().create(true).append(true).open(path)) {
+    match file.map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    }) {
         Some(Ok(file)) => builder
             .with_ansi(false)
             .with_writer(std::sync::Mutex::new(file))

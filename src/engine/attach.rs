@@ -174,7 +174,15 @@ mod tests {
         assert_eq!(images[0].mime, "image/png");
         assert_eq!(prepared.shown.images, vec![png.display().to_string()]);
         assert_eq!(prepared.notices.len(), 2);
-        assert!(prepared.notices[0].contains("not a PNG"), "{:?}", prepared.notices);
-        assert!(prepared.notices[1].ends_with("no such file"), "{:?}", prepared.notices);
+        assert!(
+            prepared.notices[0].contains("not a PNG"),
+            "{:?}",
+            prepared.notices
+        );
+        assert!(
+            prepared.notices[1].ends_with("no such file"),
+            "{:?}",
+            prepared.notices
+        );
     }
 }

@@ -137,7 +137,10 @@ mod tests {
         );
         assert!(is_quit("/quit") && is_quit("/exit "));
         assert!(!is_quit("/quit now"));
-        assert_eq!(parse("/nope").unwrap_err(), "unknown command: /nope (try /help)");
+        assert_eq!(
+            parse("/nope").unwrap_err(),
+            "unknown command: /nope (try /help)"
+        );
         assert!(parse("hello").unwrap_err().starts_with("not a command"));
     }
 

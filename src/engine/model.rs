@@ -28,7 +28,10 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// `text` is what the model reads, attachment notes included.
-    User { text: String, images: Vec<ImageData> },
+    User {
+        text: String,
+        images: Vec<ImageData>,
+    },
     Assistant {
         text: String,
         reasoning: String,

@@ -310,7 +310,9 @@ impl Session {
             Err(err) => {
                 tracing::error!(%err, "turn task failed");
                 self.emitter
-                    .error(format!("internal error: the turn stopped unexpectedly ({err})"))
+                    .error(format!(
+                        "internal error: the turn stopped unexpectedly ({err})"
+                    ))
                     .await;
                 self.emitter.status("ready").await;
             }
@@ -320,7 +322,9 @@ impl Session {
 
     /// Messages steered too late for the turn to read run next, in their order.
     fn requeue_steered(&mut self, inbox: &SteerInbox) {
-        let mut inbox = inbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut inbox = inbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         while let Some(input) = inbox.pop_back() {
             self.queue.push_front(input);
         }
@@ -343,7 +347,9 @@ impl Session {
         let specs = self.params.tools.specs();
         // Counting walks the whole conversation; keep it off the async workers.
         let tokens = tokio::task::spawn_blocking(move || {
-            let history = history.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let history = history
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             tokens::count_context(&system, &history.messages, &specs)
         })
         .await
@@ -431,9 +437,7 @@ impl Session {
             return;
         };
         self.approval_mode = mode;
-        self.emitter
-            .status(format!("approval mode: {mode}"))
-            .await;
+        self.emitter.status(format!("approval mode: {mode}")).await;
         self.emitter
             .emit(Event::ApprovalMode {
                 mode: mode.to_string(),
@@ -567,7 +571,11 @@ pub fn context_limit(context_window: u64) -> u64 {
 
 /// The effort to use on `model`: the one asked for, else the current one if the model
 /// takes it, else `medium`, else the model's first; `None` for models without efforts.
-fn pick_effort(model: &ResolvedModel, asked: Option<&str>, current: Option<&str>) -> Option<String> {
+fn pick_effort(
+    model: &ResolvedModel,
+    asked: Option<&str>,
+    current: Option<&str>,
+) -> Option<String> {
     let efforts = &model.info.reasoning_efforts;
     let supported = |effort: &str| efforts.iter().any(|e| e == effort);
     [asked, current, Some("medium")]

@@ -28,10 +28,12 @@ impl ToolContext {
 
 /// Resolves a path the model gave against `cwd`. `~` and `~/...` mean the home directory.
 pub fn resolve_path(cwd: &Path, path: &str) -> PathBuf {
-    if path == "~" || path.starts_with("~/") {
-        if let Some(home) = directories::BaseDirs::new() {
-            return home.home_dir().join(path.trim_start_matches('~').trim_start_matches('/'));
-        }
+    if (path == "~" || path.starts_with("~/"))
+        && let Some(home) = directories::BaseDirs::new()
+    {
+        return home
+            .home_dir()
+            .join(path.trim_start_matches('~').trim_start_matches('/'));
     }
     cwd.join(path)
 }

@@ -141,7 +141,11 @@ impl TurnContext {
 
     async fn read_steered(&self) -> bool {
         loop {
-            let next = self.steer.lock().ok().and_then(|mut inbox| inbox.pop_front());
+            let next = self
+                .steer
+                .lock()
+                .ok()
+                .and_then(|mut inbox| inbox.pop_front());
             let Some(input) = next else { return true };
             if !self.accept(input).await {
                 return false;

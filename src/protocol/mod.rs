@@ -62,7 +62,9 @@ impl EventEncoder {
         // variant ever make it fail, the client still gets a well-formed error line.
         if serde_json::to_writer(&mut buf, event).is_err() {
             buf.clear();
-            buf.extend_from_slice(br#"{"type":"error","message":"internal: event failed to serialize"}"#);
+            buf.extend_from_slice(
+                br#"{"type":"error","message":"internal: event failed to serialize"}"#,
+            );
         }
         // Every event serializes as an object, so the last byte is its closing brace.
         buf.pop();
@@ -86,7 +88,10 @@ mod tests {
             b"{\"type\":\"assistant_delta\",\"delta\":\"h\xc3\xa9\\\"llo\\n\",\"session\":\"s-1\"}\n"
         );
         let unit = encoder.encode(&Event::Connecting);
-        assert_eq!(&unit[..], b"{\"type\":\"connecting\",\"session\":\"s-1\"}\n");
+        assert_eq!(
+            &unit[..],
+            b"{\"type\":\"connecting\",\"session\":\"s-1\"}\n"
+        );
     }
 
     #[test]

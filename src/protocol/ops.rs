@@ -162,10 +162,9 @@ mod tests {
 
     #[test]
     fn parses_user_message_with_attachments_and_ignores_session() {
-        let op = parse_op(
-            br#"{"op":"user_message","content":"hi","images":["/a.png"],"session":"x"}"#,
-        )
-        .unwrap();
+        let op =
+            parse_op(br#"{"op":"user_message","content":"hi","images":["/a.png"],"session":"x"}"#)
+                .unwrap();
         assert_eq!(
             op,
             Op::UserMessage(UserInput {
@@ -194,7 +193,11 @@ mod tests {
 
     #[test]
     fn errors_say_what_is_wrong() {
-        assert!(parse_op(b"{nope").unwrap_err().starts_with("invalid command: "));
+        assert!(
+            parse_op(b"{nope")
+                .unwrap_err()
+                .starts_with("invalid command: ")
+        );
         assert_eq!(
             parse_op(b"[1,2]").unwrap_err(),
             "invalid command: expected a JSON object with an \"op\" field"

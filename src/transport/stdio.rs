@@ -51,7 +51,10 @@ pub fn spawn_writer<W: Write + Send + 'static>(
 /// Starts the stdin reader thread: decodes lines, parses ops and forwards them to the
 /// session in order. Ends at EOF (dropping the sender, which ends the session) or when
 /// the session is gone.
-pub fn spawn_reader<R: Read + Send + 'static>(input: R, inputs: mpsc::Sender<Input>) -> JoinHandle<()> {
+pub fn spawn_reader<R: Read + Send + 'static>(
+    input: R,
+    inputs: mpsc::Sender<Input>,
+) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("stdin-reader".into())
         .spawn(move || read_inputs(input, &inputs))

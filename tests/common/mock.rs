@@ -201,7 +201,12 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
         .collect();
-    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let reply = {
         let mut state = shared.0.lock().unwrap();
@@ -215,8 +220,16 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
     };
     shared.1.notify_all();
     match reply {
-        None => status(500, r#"{"error":{"message":"mock: no reply scripted"}}"#, &[]),
-        Some(Reply::Status { code, body, headers }) => status(code, &body, &headers),
+        None => status(
+            500,
+            r#"{"error":{"message":"mock: no reply scripted"}}"#,
+            &[],
+        ),
+        Some(Reply::Status {
+            code,
+            body,
+            headers,
+        }) => status(code, &body, &headers),
         Some(Reply::Sse(steps)) => {
             let (mut tx, body) = Channel::<Bytes, std::io::Error>::new(64);
             tokio::spawn(async move {
@@ -302,8 +315,10 @@ pub fn reasoning(text: &str) -> Step {
 }
 
 pub fn tool_call(index: u32, id: &str, name: &str, arguments: &str) -> Step {
-    chunk(json!({"tool_calls": [{"index": index, "id": id, "type": "function",
-        "function": {"name": name, "arguments": arguments}}]}))
+    chunk(
+        json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+        "function": {"name": name, "arguments": arguments}}]}),
+    )
 }
 
 /// A complete text reply: `deltas` streamed, then finish, usage and `[DONE]`.

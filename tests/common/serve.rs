@@ -169,7 +169,10 @@ impl Serve {
             Ok(line) => Some(line),
             Err(mpsc::RecvTimeoutError::Disconnected) => None,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                panic!("no event within {EVENT_TIMEOUT:?}; seen so far: {:#?}", self.seen)
+                panic!(
+                    "no event within {EVENT_TIMEOUT:?}; seen so far: {:#?}",
+                    self.seen
+                )
             }
         }
     }
@@ -200,7 +203,10 @@ impl Serve {
     /// Reads exactly `types.len()` events and checks their types in order.
     pub fn expect(&mut self, types: &[&str]) -> Vec<Value> {
         let got: Vec<Value> = (0..types.len()).map(|_| self.next()).collect();
-        let got_types: Vec<&str> = got.iter().map(|e| e["type"].as_str().unwrap_or("?")).collect();
+        let got_types: Vec<&str> = got
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("?"))
+            .collect();
         assert_eq!(got_types, types, "events: {got:#?}");
         got
     }

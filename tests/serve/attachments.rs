@@ -28,7 +28,9 @@ fn images_are_attached_and_bad_paths_skipped_with_a_notice() {
     serve.until("status");
 
     let request = &model.wait_requests(1)[0];
-    let content = request.last_message()["content"].as_array().expect("content parts");
+    let content = request.last_message()["content"]
+        .as_array()
+        .expect("content parts");
     assert_eq!(content[0], json!({"type": "text", "text": "what is this?"}));
     assert_eq!(content[1]["type"], "image_url");
     let url = content[1]["image_url"]["url"].as_str().unwrap();

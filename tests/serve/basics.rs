@@ -19,10 +19,19 @@ fn hello_then_startup_batch_on_the_offline_default() {
     let batch = serve.until("mcp_servers");
     assert_eq!(
         types(&batch),
-        ["startup", "model_status", "command_list", "approval_mode", "mcp_servers"]
+        [
+            "startup",
+            "model_status",
+            "command_list",
+            "approval_mode",
+            "mcp_servers"
+        ]
     );
     let startup = &batch[0];
-    let session = startup["session_id"].as_str().expect("session id").to_owned();
+    let session = startup["session_id"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
     assert!(!session.is_empty());
     assert_eq!(startup["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(startup["profile_dir"], home.path().display().to_string());
@@ -42,7 +51,10 @@ fn hello_then_startup_batch_on_the_offline_default() {
     assert_eq!(status["context_limit"], 160000);
     assert_eq!(status["max_output_tokens"], 32000);
     assert_eq!(status["reasoning_effort"], "medium");
-    assert_eq!(status["reasoning_efforts"], json!(["low", "medium", "high"]));
+    assert_eq!(
+        status["reasoning_efforts"],
+        json!(["low", "medium", "high"])
+    );
 
     let commands: Vec<&str> = batch[2]["commands"]
         .as_array()
@@ -85,7 +97,11 @@ fn broken_config_reports_file_and_line_and_starts_on_defaults() {
         message.starts_with(&format!("config error in {path} line 3")),
         "{message}"
     );
-    assert_eq!(serve.next()["type"], "info", "the offline demo notice follows");
+    assert_eq!(
+        serve.next()["type"],
+        "info",
+        "the offline demo notice follows"
+    );
     serve.send(json!({"op": "agent_runs"}));
     assert_eq!(serve.next()["type"], "agent_runs");
 }
@@ -99,7 +115,10 @@ fn unknown_configured_provider_falls_back_to_the_demo() {
     assert_eq!(batch[0]["model"], "replay/demo");
     let error = serve.next();
     assert_eq!(error["type"], "error");
-    assert!(error["message"].as_str().unwrap().contains("nowhere"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("nowhere"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -150,7 +169,10 @@ fn lines_of_sixteen_mebibytes_are_accepted_and_longer_ones_rejected() {
     let error = serve.next();
     assert_eq!(error["type"], "error");
     assert!(
-        error["message"].as_str().unwrap().contains("line longer than"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("line longer than"),
         "{error}"
     );
     serve.send(json!({"op": "agent_runs"}));
@@ -192,8 +214,14 @@ fn commands_answer_with_events() {
     serve.send(json!({"op": "command", "input": "/model"}));
     let view = serve.expect_one("model_view");
     let models = view["models"].as_array().unwrap();
-    let names: Vec<&str> = models.iter().map(|m| m["model"].as_str().unwrap()).collect();
-    assert!(names.contains(&"mock/mock-1") && names.contains(&"mock/big"), "{names:?}");
+    let names: Vec<&str> = models
+        .iter()
+        .map(|m| m["model"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"mock/mock-1") && names.contains(&"mock/big"),
+        "{names:?}"
+    );
     let active: Vec<&Value> = models.iter().filter(|m| m["active"] == true).collect();
     assert_eq!(active.len(), 1);
     assert_eq!(active[0]["model"], "mock/mock-1");
@@ -212,11 +240,17 @@ fn commands_answer_with_events() {
     serve.send(json!({"op": "command", "input": "/model big"}));
     serve.send(json!({"op": "command", "input": "/model mock/big turbo"}));
     let error = serve.expect_one("error");
-    assert!(error["message"].as_str().unwrap().contains("turbo"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("turbo"),
+        "{error}"
+    );
 
     serve.send(json!({"op": "command", "input": "/model elsewhere/x"}));
     let error = serve.expect_one("error");
-    assert!(error["message"].as_str().unwrap().contains("elsewhere"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("elsewhere"),
+        "{error}"
+    );
 
     serve.send(json!({"op": "command", "input": "/frobnicate"}));
     let error = serve.expect_one("error");

@@ -146,7 +146,13 @@ fn a_steered_message_is_read_before_the_next_request() {
     let events = serve.until("status");
     assert_eq!(
         types(&events)[..5],
-        ["tool_start", "tool_output", "user_message", "connecting", "thinking_start"]
+        [
+            "tool_start",
+            "tool_output",
+            "user_message",
+            "connecting",
+            "thinking_start"
+        ]
     );
     assert_eq!(events[2]["content"], "also mind b");
     assert_eq!(events.last().unwrap()["message"], "ready");
@@ -157,7 +163,11 @@ fn a_steered_message_is_read_before_the_next_request() {
         messages[messages.len() - 1],
         json!({"role": "user", "content": "also mind b"})
     );
-    assert_eq!(model.request_count(), 2, "the steered message made no turn of its own");
+    assert_eq!(
+        model.request_count(),
+        2,
+        "the steered message made no turn of its own"
+    );
 }
 
 #[test]
@@ -221,7 +231,11 @@ fn interrupt_stops_the_turn_at_once_and_the_queue_still_runs() {
     assert_eq!(joined(&rest, "assistant_delta"), "queued one");
     // The interrupted turn's partial text is part of the conversation.
     let second = &model.wait_requests(2)[1];
-    let roles: Vec<&str> = second.messages().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = second
+        .messages()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert_eq!(second.messages()[2]["content"], "partial");
 }
@@ -269,7 +283,11 @@ fn interrupt_during_a_tool_call_answers_the_call() {
     user(&mut serve, "again");
     serve.until("status");
     let third = &model.wait_requests(3)[2];
-    let roles: Vec<&str> = third.messages().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = third
+        .messages()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(
         roles,
         ["system", "user", "assistant", "tool", "assistant", "user"]

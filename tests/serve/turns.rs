@@ -96,10 +96,17 @@ fn a_streamed_turn_in_the_specified_order() {
     model.push(text_reply(&["again"]));
     user(&mut serve, "once more");
     let events = serve.until("status");
-    let context = events.iter().find(|e| e["type"] == "context_usage").unwrap();
+    let context = events
+        .iter()
+        .find(|e| e["type"] == "context_usage")
+        .unwrap();
     assert!((context["cost"].as_f64().unwrap() - 2.0 * expected).abs() < 1e-12);
     let second = &model.wait_requests(2)[1];
-    let roles: Vec<&str> = second.messages().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = second
+        .messages()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert_eq!(second.messages()[2]["content"], "Hello, world");
 }
@@ -150,18 +157,35 @@ fn tool_calls_run_and_their_results_go_back_to_the_model() {
             "status"
         ]
     );
-    let outputs: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_output").collect();
+    let outputs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_output")
+        .collect();
     assert_eq!(outputs[0]["call_id"], "call_a");
     assert_eq!(outputs[0]["name"], "read_file");
     assert_eq!(outputs[0]["is_error"], false);
     let read = outputs[0]["output"].as_str().unwrap();
     assert!(read.contains("alpha") && read.contains("beta"), "{read}");
     assert_eq!(outputs[1]["is_error"], false);
-    assert!(outputs[1]["output"].as_str().unwrap().contains("notes.txt:2:beta"));
+    assert!(
+        outputs[1]["output"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt:2:beta")
+    );
     assert_eq!(outputs[2]["is_error"], true);
-    assert_eq!(outputs[3]["is_error"], true, "unparseable arguments: {}", outputs[3]);
+    assert_eq!(
+        outputs[3]["is_error"], true,
+        "unparseable arguments: {}",
+        outputs[3]
+    );
     assert_eq!(outputs[4]["is_error"], true);
-    assert!(outputs[4]["output"].as_str().unwrap().contains("unknown tool"));
+    assert!(
+        outputs[4]["output"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool")
+    );
     // Usage covers both requests of the turn.
     let usage = events.iter().find(|e| e["type"] == "usage").unwrap();
     assert_eq!(usage["input_tokens"], 110);
@@ -174,7 +198,10 @@ fn tool_calls_run_and_their_results_go_back_to_the_model() {
     assert_eq!(assistant["tool_calls"].as_array().unwrap().len(), 5);
     assert_eq!(assistant["tool_calls"][0]["id"], "call_a");
     let results: Vec<&Value> = messages[messages.len() - 5..].iter().collect();
-    for (result, id) in results.iter().zip(["call_a", "call_b", "call_c", "call_d", "call_e"]) {
+    for (result, id) in results
+        .iter()
+        .zip(["call_a", "call_b", "call_c", "call_d", "call_e"])
+    {
         assert_eq!(result["role"], "tool");
         assert_eq!(result["tool_call_id"], id);
     }
@@ -251,8 +278,9 @@ fn permanent_failures_end_the_turn_with_the_providers_message() {
     let (model, home) = setup("");
     model.push(Reply::Status {
         code: 401,
-        body: r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#
-            .into(),
+        body:
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#
+                .into(),
         headers: vec![],
     });
     let mut serve = Serve::ready(&home);
@@ -280,7 +308,14 @@ fn retries_give_up_after_max_retries() {
     let events = serve.until("status");
     assert_eq!(
         types(&events),
-        ["user_message", "connecting", "retrying", "retrying", "error", "status"]
+        [
+            "user_message",
+            "connecting",
+            "retrying",
+            "retrying",
+            "error",
+            "status"
+        ]
     );
     assert!(events[4]["message"].as_str().unwrap().contains("boom"));
     assert_eq!(model.request_count(), 3);
@@ -297,7 +332,13 @@ fn an_idle_stream_times_out_and_is_retried() {
     let events = serve.until("status");
     assert_eq!(
         types(&events)[..5],
-        ["user_message", "connecting", "thinking_start", "retrying", "thinking_start"]
+        [
+            "user_message",
+            "connecting",
+            "thinking_start",
+            "retrying",
+            "thinking_start"
+        ]
     );
     assert_eq!(joined(&events, "assistant_delta"), "awake");
 }
@@ -354,7 +395,10 @@ fn replay_script_plays_scripted_replies() {
     user(&mut serve, "what is in hello.txt?");
     let events = serve.until("status");
     assert_eq!(joined(&events, "reasoning_delta"), "hmm");
-    assert_eq!(joined(&events, "assistant_delta"), "Reading it.It says: from disk");
+    assert_eq!(
+        joined(&events, "assistant_delta"),
+        "Reading it.It says: from disk"
+    );
     let chunks: Vec<&str> = events
         .iter()
         .filter(|e| e["type"] == "assistant_delta")
