@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::future::{self, BoxFuture, FutureExt};
 use futures_util::stream::{self, BoxStream, StreamExt};
@@ -141,6 +142,14 @@ impl OpenAiClient {
                 let retry_after = retry_after(response.headers(), SystemTime::now());
                 let body = read_capped(response).await;
                 return Err(classify_status(status, retry_after, &body));
+            }
+            let is_json = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .is_some_and(|value| value.starts_with("application/json"));
+            if is_json {
+                return whole_reply(response).await;
             }
             Ok(reply_stream(response))
         }
@@ -418,8 +427,15 @@ struct Reply {
 }
 
 fn reply_stream(response: reqwest::Response) -> ModelStream {
+    // A blank line at the end dispatches a last event the server did not terminate
+    // (the SSE parser would drop it), typically a bare `data: [DONE]`.
+    let terminator = stream::once(future::ready(Ok(Bytes::from_static(b"\n\n"))));
     let reply = Reply {
-        events: response.bytes_stream().eventsource().boxed(),
+        events: response
+            .bytes_stream()
+            .chain(terminator)
+            .eventsource()
+            .boxed(),
         parser: ChunkParser::new(),
         ready: VecDeque::new(),
         ended: false,
@@ -454,6 +470,19 @@ fn reply_stream(response: reqwest::Response) -> ModelStream {
         }
     })
     .boxed()
+}
+
+/// A server that ignores `stream: true` answers with one JSON completion; its
+/// `message` parses like a single delta.
+async fn whole_reply(response: reqwest::Response) -> Result<ModelStream, ModelError> {
+    let body = response
+        .bytes()
+        .await
+        .map_err(|err| request_error(&err, "cannot read the reply"))?;
+    let mut parser = ChunkParser::new();
+    let mut events = parser.push(&String::from_utf8_lossy(&body))?;
+    events.extend(parser.finish(false)?);
+    Ok(stream::iter(events.into_iter().map(Ok)).boxed())
 }
 
 fn stream_failure(err: EventStreamError<reqwest::Error>) -> ModelError {

@@ -402,3 +402,53 @@ async fn unusable_client_fails_at_once() {
     assert!(err.message.contains("[providers.x]"), "{}", err.message);
     assert_eq!(err.retry, Retry::Never);
 }
+
+#[tokio::test]
+async fn unterminated_last_event_is_not_lost() {
+    let (base_url, _server) = serve_once(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+         data: {}\n\ndata: [DONE]",
+        r#"{"choices":[{"delta":{"content":"hi"}}]}"#
+    ))
+    .await;
+    let items: Vec<_> = OpenAiClient::new("p", &base_url)
+        .stream(&request(vec![user("x")]))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(
+        items,
+        vec![
+            Ok(ModelEvent::TextDelta("hi".into())),
+            Ok(ModelEvent::Finished(FinishReason::Stop)),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_non_streamed_json_reply_is_accepted() {
+    let body = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"whole","tool_calls":[{"id":"c9","type":"function","function":{"name":"list_dir","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":4,"completion_tokens":1}}"#;
+    let (base_url, _server) = serve_once(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+    .await;
+    let items: Vec<_> = OpenAiClient::new("p", &base_url)
+        .stream(&request(vec![user("x")]))
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(items[0], ModelEvent::TextDelta("whole".into()));
+    assert!(items.contains(&ModelEvent::ToolCall(ToolCall {
+        id: "c9".into(),
+        name: "list_dir".into(),
+        arguments: "{}".into(),
+    })));
+    assert_eq!(
+        items.last(),
+        Some(&ModelEvent::Finished(FinishReason::ToolCalls))
+    );
+}
