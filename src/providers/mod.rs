@@ -1,1 +1,319 @@
-//! Model providers: implementations of [`crate::engine::ModelClient`].
+//! Model providers: implementations of [`crate::engine::ModelClient`], and the
+//! [`Catalog`] that turns `provider/model` names into ready clients.
+//!
+//! Two kinds exist: [`OpenAiClient`] speaks OpenAI Chat Completions, which covers OpenAI
+//! itself and nearly every other server (OpenRouter, vLLM, Ollama, llama.cpp, DeepSeek);
+//! [`ReplayClient`] plays scripted replies, so a session works offline (the built-in
+//! demo) and tests get a deterministic model.
+//!
+//! Resolving a name never touches the network or the disk: the engine resolves on every
+//! `/model` switch and at startup, and a session must start even when the provider is
+//! down or misconfigured. Problems surface instead as `model_status.state`
+//! (`missing_api_key`) and as the first request's error, worded so the user can fix them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, ProviderConfig, ProviderKind};
+use crate::engine::{ModelCatalog, ModelClient, ModelInfo, ResolvedModel, RetryPolicy};
+
+mod openai;
+mod replay;
+pub mod sse;
+
+pub use openai::OpenAiClient;
+pub use replay::ReplayClient;
+
+const OPENAI: &str = "openai";
+const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
+const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// The model a session starts on when only `OPENAI_API_KEY` is set.
+const DEFAULT_OPENAI_MODEL: &str = "openai/gpt-5.5";
+const DEMO_MODEL: &str = "replay/demo";
+
+const DEFAULT_CONTEXT_WINDOW: u64 = 200_000;
+const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 32_000;
+
+/// The configured providers plus the built-in `openai` and `replay`.
+pub struct Catalog {
+    config: Config,
+    providers: BTreeMap<String, Provider>,
+    profile_dir: PathBuf,
+    config_path: PathBuf,
+    /// The session's environment (a daemon session uses its client's, not ours).
+    env: Arc<HashMap<String, String>>,
+}
+
+struct Provider {
+    config: ProviderConfig,
+    /// Defined by jucode rather than by `[providers.<name>]`.
+    builtin: bool,
+}
+
+impl Catalog {
+    pub fn new(
+        config: Config,
+        profile_dir: PathBuf,
+        config_path: PathBuf,
+        env: Arc<HashMap<String, String>>,
+    ) -> Self {
+        let mut providers: BTreeMap<String, Provider> = config
+            .providers
+            .iter()
+            .map(|(name, config)| {
+                let provider = Provider {
+                    config: config.clone(),
+                    builtin: false,
+                };
+                (name.clone(), provider)
+            })
+            .collect();
+        let base_url = env
+            .get("OPENAI_BASE_URL")
+            .filter(|url| !url.is_empty())
+            .map_or(DEFAULT_OPENAI_BASE_URL, String::as_str);
+        let mut openai = bare_provider(ProviderKind::Openai);
+        openai.base_url = Some(base_url.to_owned());
+        openai.api_key_env = Some(OPENAI_KEY_ENV.to_owned());
+        for (name, config) in [
+            (OPENAI, openai),
+            ("replay", bare_provider(ProviderKind::Replay)),
+        ] {
+            providers.entry(name.to_owned()).or_insert(Provider {
+                config,
+                builtin: true,
+            });
+        }
+        Self {
+            config,
+            providers,
+            profile_dir,
+            config_path,
+            env,
+        }
+    }
+
+    /// Splits `provider/model` at the first `/` (model names may contain more), or
+    /// pairs a bare model name with `current_provider`.
+    fn lookup<'a>(
+        &'a self,
+        name: &'a str,
+        current_provider: Option<&'a str>,
+    ) -> Result<(&'a str, &'a Provider, &'a str), String> {
+        let name = name.trim();
+        let (provider_name, model) = match name.split_once('/') {
+            Some(pair) => pair,
+            None => {
+                let provider = current_provider.ok_or_else(|| {
+                    format!("model {name:?} names no provider: write it as \"<provider>/{name}\"")
+                })?;
+                (provider, name)
+            }
+        };
+        if model.is_empty() {
+            return Err(format!(
+                "no model name in {name:?}: write it as \"<provider>/<model>\""
+            ));
+        }
+        let provider = self.providers.get(provider_name).ok_or_else(|| {
+            format!(
+                "unknown provider {provider_name:?} in model {name:?}: add [providers.{provider_name}] to {}",
+                self.config_path.display()
+            )
+        })?;
+        Ok((provider_name, provider, model))
+    }
+
+    fn info(&self, provider: &Provider, model: &str) -> ModelInfo {
+        let settings = provider.config.model_settings(model);
+        let efforts_by_default = provider.config.kind == ProviderKind::Replay || provider.builtin;
+        let reasoning_efforts = settings.reasoning_efforts.unwrap_or_else(|| {
+            if efforts_by_default {
+                ["low", "medium", "high"].map(String::from).to_vec()
+            } else {
+                Vec::new()
+            }
+        });
+        ModelInfo {
+            context_window: settings.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
+            max_output_tokens: settings
+                .max_output_tokens
+                .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            reasoning_efforts,
+            input_price: settings.input_price,
+            cached_input_price: settings.cached_input_price,
+            output_price: settings.output_price,
+        }
+    }
+
+    /// The client of `provider`, and its `model_status.state`.
+    fn client(&self, name: &str, provider: &Provider) -> (Arc<dyn ModelClient>, &'static str) {
+        let config = &provider.config;
+        match config.kind {
+            ProviderKind::Replay => {
+                let client = match &config.script {
+                    // `join` keeps an absolute script path as it is.
+                    Some(script) => ReplayClient::from_script(self.profile_dir.join(script)),
+                    None => ReplayClient::demo(),
+                };
+                (Arc::new(client), "ready")
+            }
+            ProviderKind::Openai => {
+                let key_env = config.api_key_env.as_deref().filter(|env| !env.is_empty());
+                let key = config
+                    .api_key
+                    .clone()
+                    .filter(|key| !key.is_empty())
+                    .or_else(|| key_env.and_then(|env| self.env.get(env)).cloned())
+                    .filter(|key| !key.is_empty());
+                let needs_key = provider.builtin || key_env.is_some();
+                let base_url = config
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(DEFAULT_OPENAI_BASE_URL);
+                let mut client = OpenAiClient::new(name, base_url)
+                    .headers(&config.headers)
+                    .include_usage(config.include_usage.unwrap_or(true));
+                if let Some(timeout) = config.connect_timeout_secs.and_then(positive_secs) {
+                    client = client.connect_timeout(timeout);
+                }
+                if needs_key && key.is_none() {
+                    let message = format!(
+                        "no API key for provider {name:?}: set {} or api_key / api_key_env in [providers.{name}] of {}",
+                        key_env.unwrap_or(OPENAI_KEY_ENV),
+                        self.config_path.display()
+                    );
+                    return (Arc::new(client.unusable(message)), "missing_api_key");
+                }
+                (Arc::new(client.api_key(key)), "ready")
+            }
+        }
+    }
+
+    /// The name a new session starts on, and whether it is the fallback demo.
+    fn default_name(&self) -> (&str, bool) {
+        if let Some(model) = &self.config.model {
+            return (model, false);
+        }
+        if self
+            .env
+            .get(OPENAI_KEY_ENV)
+            .is_some_and(|key| !key.is_empty())
+        {
+            return (DEFAULT_OPENAI_MODEL, false);
+        }
+        (DEMO_MODEL, true)
+    }
+}
+
+impl ModelCatalog for Catalog {
+    fn default_model(&self) -> Result<ResolvedModel, String> {
+        let (name, is_demo) = self.default_name();
+        let mut resolved = self.resolve(name, None)?;
+        if is_demo {
+            resolved.notice = Some(format!(
+                "No model is configured, so this is jucode's offline replay demo: its replies \
+                 are scripted, not written by a model. To use a real model, set \
+                 {OPENAI_KEY_ENV}, or set `model = \"<provider>/<model>\"` and add a \
+                 [providers.<name>] table in {} (see docs/configuration.md).",
+                self.config_path.display()
+            ));
+        }
+        Ok(resolved)
+    }
+
+    fn resolve(&self, name: &str, current_provider: Option<&str>) -> Result<ResolvedModel, String> {
+        let (provider_name, provider, model) = self.lookup(name, current_provider)?;
+        let (client, state) = self.client(provider_name, provider);
+        Ok(ResolvedModel {
+            provider: provider_name.to_owned(),
+            model: model.to_owned(),
+            info: self.info(provider, model),
+            client,
+            retry: retry_policy(&provider.config),
+            state: state.to_owned(),
+            notice: None,
+        })
+    }
+
+    fn list(&self) -> Vec<(String, ModelInfo)> {
+        let mut names: BTreeSet<String> = self
+            .providers
+            .iter()
+            .flat_map(|(provider, p)| {
+                p.config
+                    .models
+                    .keys()
+                    .map(move |model| format!("{provider}/{model}"))
+            })
+            .collect();
+        names.insert(DEMO_MODEL.to_owned());
+        // The configured model, or the one a session would start on without one.
+        names.insert(self.default_name().0.to_owned());
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let (_, provider, model) = self.lookup(&name, None).ok()?;
+                let info = self.info(provider, model);
+                Some((name, info))
+            })
+            .collect()
+    }
+}
+
+fn retry_policy(config: &ProviderConfig) -> RetryPolicy {
+    let defaults = RetryPolicy::default();
+    RetryPolicy {
+        max_retries: config.max_retries.unwrap_or(defaults.max_retries),
+        base_delay: config
+            .retry_base_delay_ms
+            .map_or(defaults.base_delay, Duration::from_millis),
+        idle_timeout: config
+            .stream_idle_timeout_secs
+            .and_then(positive_secs)
+            .unwrap_or(defaults.idle_timeout),
+    }
+}
+
+/// A positive, finite number of seconds; anything else means "use the default".
+fn positive_secs(secs: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+}
+
+fn bare_provider(kind: ProviderKind) -> ProviderConfig {
+    ProviderConfig {
+        kind,
+        base_url: None,
+        api_key: None,
+        api_key_env: None,
+        headers: BTreeMap::new(),
+        script: None,
+        context_window: None,
+        max_output_tokens: None,
+        reasoning_efforts: None,
+        input_price: None,
+        cached_input_price: None,
+        output_price: None,
+        models: BTreeMap::new(),
+        include_usage: None,
+        max_retries: None,
+        retry_base_delay_ms: None,
+        stream_idle_timeout_secs: None,
+        connect_timeout_secs: None,
+    }
+}
+
+/// At most `max_chars` characters of `text`, with `…` when shortened.
+pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

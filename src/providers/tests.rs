@@ -1,0 +1,307 @@
+//! Tests of the [`Catalog`]: naming, defaults, keys and model info.
+
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::config::LoadedConfig;
+use crate::engine::{ChatRequest, ModelError, Retry};
+
+const CONFIG_PATH: &str = "/home/u/.jucode/config.toml";
+
+fn catalog(toml: &str, env: &[(&str, &str)]) -> Catalog {
+    let loaded = LoadedConfig::parse(Path::new(CONFIG_PATH), toml);
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let env = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Catalog::new(
+        loaded.config,
+        PathBuf::from("/home/u/.jucode"),
+        PathBuf::from(CONFIG_PATH),
+        Arc::new(env),
+    )
+}
+
+fn empty_request() -> ChatRequest {
+    ChatRequest {
+        model: "m".into(),
+        system: String::new(),
+        messages: Vec::new(),
+        tools: Vec::new(),
+        reasoning_effort: None,
+    }
+}
+
+async fn first_error(model: &ResolvedModel) -> ModelError {
+    model.client.stream(&empty_request()).await.err().unwrap()
+}
+
+const ROUTER: &str = r#"
+[providers.openrouter]
+kind = "openai"
+base_url = "https://openrouter.ai/api/v1"
+api_key_env = "OPENROUTER_API_KEY"
+context_window = 128000
+input_price = 3.0
+[providers.openrouter.models."anthropic/claude"]
+context_window = 1000000
+reasoning_efforts = ["low", "high"]
+output_price = 15.0
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+[providers.local.models.qwen]
+[providers.script]
+kind = "replay"
+script = "replies/a.jsonl"
+"#;
+
+#[test]
+fn names_split_at_the_first_slash() {
+    let catalog = catalog(ROUTER, &[("OPENROUTER_API_KEY", "k")]);
+    let model = catalog
+        .resolve("openrouter/anthropic/claude", None)
+        .unwrap();
+    assert_eq!(model.provider, "openrouter");
+    assert_eq!(model.model, "anthropic/claude");
+    assert_eq!(model.full_name(), "openrouter/anthropic/claude");
+    assert_eq!(model.state, "ready");
+
+    let bare = catalog.resolve("qwen", Some("local")).unwrap();
+    assert_eq!(bare.full_name(), "local/qwen");
+    let err = catalog.resolve("qwen", None).err().unwrap();
+    assert!(err.contains("\"qwen\""), "{err}");
+    assert!(catalog.resolve("local/", None).is_err());
+}
+
+#[test]
+fn unknown_provider_names_it_and_the_config() {
+    let err = catalog("", &[]).resolve("x/y", None).err().unwrap();
+    assert_eq!(
+        err,
+        format!(r#"unknown provider "x" in model "x/y": add [providers.x] to {CONFIG_PATH}"#)
+    );
+}
+
+#[test]
+fn model_info_defaults_and_overrides() {
+    let catalog = catalog(ROUTER, &[]);
+    let claude = catalog
+        .resolve("openrouter/anthropic/claude", None)
+        .unwrap();
+    assert_eq!(
+        claude.info,
+        ModelInfo {
+            context_window: 1_000_000,
+            max_output_tokens: 32_000,
+            reasoning_efforts: vec!["low".into(), "high".into()],
+            input_price: Some(3.0),
+            cached_input_price: None,
+            output_price: Some(15.0),
+        }
+    );
+    let other = catalog.resolve("openrouter/other", None).unwrap().info;
+    assert_eq!(other.context_window, 128_000);
+    assert!(
+        other.reasoning_efforts.is_empty(),
+        "custom providers default to none"
+    );
+    let local = catalog.resolve("local/qwen", None).unwrap().info;
+    assert_eq!((local.context_window, local.output_price), (200_000, None));
+    let builtin = catalog.resolve("openai/gpt-5.5", None).unwrap().info;
+    assert_eq!(builtin.reasoning_efforts, ["low", "medium", "high"]);
+    let replay = catalog.resolve("script/x", None).unwrap().info;
+    assert_eq!(replay.reasoning_efforts, ["low", "medium", "high"]);
+}
+
+#[test]
+fn retry_policy_from_config() {
+    let catalog = catalog(
+        r#"
+[providers.slow]
+kind = "openai"
+max_retries = 2
+retry_base_delay_ms = 100
+stream_idle_timeout_secs = 12.5
+"#,
+        &[],
+    );
+    let retry = catalog.resolve("slow/m", None).unwrap().retry;
+    assert_eq!(
+        retry,
+        RetryPolicy {
+            max_retries: 2,
+            base_delay: Duration::from_millis(100),
+            idle_timeout: Duration::from_millis(12_500),
+        }
+    );
+    assert_eq!(
+        catalog.resolve("openai/x", None).unwrap().retry,
+        RetryPolicy::default()
+    );
+}
+
+#[test]
+fn default_model_prefers_config_then_openai_key_then_demo() {
+    let configured = catalog(
+        &format!("model = \"local/qwen\"\n{ROUTER}"),
+        &[("OPENAI_API_KEY", "k")],
+    );
+    let model = configured.default_model().unwrap();
+    assert_eq!(
+        (model.full_name(), model.notice),
+        ("local/qwen".into(), None)
+    );
+
+    let broken = catalog("model = \"nope/m\"", &[]);
+    assert!(
+        broken
+            .default_model()
+            .err()
+            .unwrap()
+            .contains("unknown provider \"nope\"")
+    );
+
+    let keyed = catalog("", &[("OPENAI_API_KEY", "sk-1")])
+        .default_model()
+        .unwrap();
+    assert_eq!(keyed.full_name(), "openai/gpt-5.5");
+    assert_eq!(keyed.state, "ready");
+    assert_eq!(keyed.notice, None);
+
+    let demo = catalog("", &[("OPENAI_API_KEY", "")])
+        .default_model()
+        .unwrap();
+    assert_eq!(demo.full_name(), "replay/demo");
+    assert_eq!(demo.state, "ready");
+    let notice = demo.notice.unwrap();
+    for part in [
+        "offline replay demo",
+        "OPENAI_API_KEY",
+        CONFIG_PATH,
+        "docs/configuration.md",
+    ] {
+        assert!(notice.contains(part), "{part} missing from {notice}");
+    }
+}
+
+#[tokio::test]
+async fn missing_key_fails_at_once() {
+    let catalog = catalog(ROUTER, &[]);
+    let openai = catalog.resolve("openai/gpt-5.5", None).unwrap();
+    assert_eq!(openai.state, "missing_api_key");
+    assert_eq!(
+        first_error(&openai).await,
+        ModelError::fatal(format!(
+            "no API key for provider \"openai\": set OPENAI_API_KEY or api_key / api_key_env in [providers.openai] of {CONFIG_PATH}"
+        ))
+    );
+    let router = catalog
+        .resolve("openrouter/anthropic/claude", None)
+        .unwrap();
+    assert_eq!(router.state, "missing_api_key");
+    let err = first_error(&router).await;
+    assert_eq!(err.retry, Retry::Never);
+    assert!(
+        err.message.contains("set OPENROUTER_API_KEY"),
+        "{}",
+        err.message
+    );
+
+    // A local server needs no key.
+    assert_eq!(catalog.resolve("local/qwen", None).unwrap().state, "ready");
+}
+
+#[test]
+fn configured_key_and_overridden_builtin() {
+    let catalog = catalog(
+        r#"
+[providers.openai]
+kind = "openai"
+base_url = "http://127.0.0.1:1/v1"
+[providers.keyed]
+kind = "openai"
+api_key = "inline"
+api_key_env = "UNSET_VAR"
+"#,
+        &[],
+    );
+    let openai = catalog.resolve("openai/m", None).unwrap();
+    assert_eq!(
+        openai.state, "ready",
+        "a configured openai provider is not the built-in"
+    );
+    assert!(openai.info.reasoning_efforts.is_empty());
+    assert_eq!(catalog.resolve("keyed/m", None).unwrap().state, "ready");
+}
+
+#[tokio::test]
+async fn replay_script_is_relative_to_the_profile_and_read_lazily() {
+    let catalog = catalog(ROUTER, &[]);
+    let model = catalog.resolve("script/anything", None).unwrap();
+    assert_eq!(model.state, "ready", "resolving reads nothing");
+    let err = first_error(&model).await;
+    assert!(
+        err.message.contains("/home/u/.jucode/replies/a.jsonl"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn list_has_every_pickable_model_sorted() {
+    let catalog = catalog(&format!("model = \"openrouter/x/y\"\n{ROUTER}"), &[]);
+    let names: Vec<String> = catalog.list().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(
+        names,
+        [
+            "local/qwen",
+            "openrouter/anthropic/claude",
+            "openrouter/x/y",
+            "replay/demo"
+        ]
+    );
+    let listed = catalog.list();
+    assert_eq!(listed[1].1.context_window, 1_000_000);
+
+    let keyed = super::Catalog::new(
+        Config::default(),
+        PathBuf::from("/p"),
+        PathBuf::from("/p/config.toml"),
+        Arc::new(HashMap::from([(
+            "OPENAI_API_KEY".to_owned(),
+            "k".to_owned(),
+        )])),
+    );
+    let names: Vec<String> = keyed.list().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["openai/gpt-5.5", "replay/demo"]);
+}
+
+#[test]
+fn openai_base_url_comes_from_the_session_env() {
+    let catalog = catalog("", &[("OPENAI_BASE_URL", "http://proxy:1/v1/")]);
+    let provider = &catalog.providers["openai"];
+    assert_eq!(
+        provider.config.base_url.as_deref(),
+        Some("http://proxy:1/v1/")
+    );
+    let catalog = super::Catalog::new(
+        Config::default(),
+        PathBuf::new(),
+        PathBuf::new(),
+        Arc::new(HashMap::new()),
+    );
+    assert_eq!(
+        catalog.providers["openai"].config.base_url.as_deref(),
+        Some(DEFAULT_OPENAI_BASE_URL)
+    );
+}
+
+#[test]
+fn truncate_counts_characters() {
+    assert_eq!(truncate("héllo", 3), "hél…");
+    assert_eq!(truncate("abc", 3), "abc");
+}
