@@ -417,10 +417,10 @@ impl Session {
         self.requeue_steered(&turn.steer);
         // "Interrupt and send": the chosen message goes first; start_next then announces
         // the new queue and starts it.
-        if let Some(position) = pick(self.queue.len(), index) {
-            if let Some(input) = self.queue.remove(position) {
-                self.queue.push_front(input);
-            }
+        if let Some(position) = pick(self.queue.len(), index)
+            && let Some(input) = self.queue.remove(position)
+        {
+            self.queue.push_front(input);
         }
         self.emitter.info("request interrupted").await;
         self.emitter.status("interrupted").await;
@@ -482,20 +482,20 @@ impl Session {
                 return;
             }
         };
-        if let Some(effort) = effort {
-            if !model.info.reasoning_efforts.iter().any(|e| e == effort) {
-                let message = if model.info.reasoning_efforts.is_empty() {
-                    format!("{} takes no reasoning effort", model.full_name())
-                } else {
-                    format!(
-                        "unknown reasoning effort {effort:?} for {}: expected one of {}",
-                        model.full_name(),
-                        model.info.reasoning_efforts.join(", ")
-                    )
-                };
-                self.emitter.error(message).await;
-                return;
-            }
+        if let Some(effort) = effort
+            && !model.info.reasoning_efforts.iter().any(|e| e == effort)
+        {
+            let message = if model.info.reasoning_efforts.is_empty() {
+                format!("{} takes no reasoning effort", model.full_name())
+            } else {
+                format!(
+                    "unknown reasoning effort {effort:?} for {}: expected one of {}",
+                    model.full_name(),
+                    model.info.reasoning_efforts.join(", ")
+                )
+            };
+            self.emitter.error(message).await;
+            return;
         }
         self.effort = pick_effort(&model, effort, self.effort.as_deref());
         self.model = model;

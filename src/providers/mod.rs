@@ -238,6 +238,26 @@ impl ModelCatalog for Catalog {
         })
     }
 
+    fn fallback(&self) -> ResolvedModel {
+        // Always the built-in demo, even when the config redefines `[providers.replay]`.
+        ResolvedModel {
+            provider: "replay".to_owned(),
+            model: "demo".to_owned(),
+            info: ModelInfo {
+                context_window: DEFAULT_CONTEXT_WINDOW,
+                max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+                reasoning_efforts: ["low", "medium", "high"].map(str::to_owned).to_vec(),
+                input_price: None,
+                cached_input_price: None,
+                output_price: None,
+            },
+            client: Arc::new(ReplayClient::demo()),
+            retry: RetryPolicy::default(),
+            state: "ready".to_owned(),
+            notice: None,
+        }
+    }
+
     fn list(&self) -> Vec<(String, ModelInfo)> {
         let mut names: BTreeSet<String> = self
             .providers

@@ -3,8 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::common::mock::{
-    self, Gate, MockModel, Reply, Step, finish, reasoning, text, text_reply, tool_call, tool_reply,
-    usage,
+    self, Gate, MockModel, Reply, Step, finish, reasoning, text, text_reply, tool_call, usage,
 };
 use crate::common::serve::{Home, Serve, joined, types};
 
@@ -246,24 +245,26 @@ fn transient_failures_are_retried_before_anything_is_shown() {
 #[test]
 fn a_stream_cut_after_output_ends_the_turn_with_an_error() {
     let (model, home) = setup("");
-    model.push(Reply::Sse(vec![text("partial"), Step::Cut]));
+    // The cut waits until the client has shown the delta, so it cannot overtake it.
+    let shown = Gate::new();
+    model.push(Reply::Sse(vec![
+        text("partial"),
+        Step::Wait(shown.clone()),
+        Step::Cut,
+    ]));
     model.push(text_reply(&["next turn"]));
     let mut serve = Serve::ready(&home);
     user(&mut serve, "hi");
-    let events = serve.until("status");
-    assert_eq!(
-        types(&events),
-        [
-            "user_message",
-            "connecting",
-            "thinking_start",
-            "assistant_start",
-            "assistant_delta",
-            "error",
-            "status"
-        ]
-    );
-    assert_eq!(events[6]["message"], "ready");
+    serve.expect(&[
+        "user_message",
+        "connecting",
+        "thinking_start",
+        "assistant_start",
+        "assistant_delta",
+    ]);
+    shown.open();
+    let events = serve.expect(&["error", "status"]);
+    assert_eq!(events[1]["message"], "ready");
     assert_eq!(model.request_count(), 1, "no retry once output was shown");
     // The session keeps working and remembers what was shown.
     user(&mut serve, "again");
