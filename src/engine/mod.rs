@@ -10,6 +10,7 @@ pub mod commands;
 mod emitter;
 mod history;
 pub mod model;
+mod o200k;
 pub mod prompt;
 mod session;
 pub mod tokens;

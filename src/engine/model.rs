@@ -152,6 +152,11 @@ pub trait ModelClient: Send + Sync {
     /// resolves once the model has accepted the request (HTTP headers in); the stream
     /// then yields the reply and ends after [`ModelEvent::Finished`] or an error.
     fn stream(&self, request: &ChatRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>>;
+
+    /// Prepares costly shared state (an HTTP client with its TLS roots) in the
+    /// background, so the first request of a session does not pay for it. Called when a
+    /// session starts on, or switches to, this client.
+    fn warm_up(&self) {}
 }
 
 /// Limits and prices of one model, resolved from config and built-in defaults.

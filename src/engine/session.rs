@@ -113,6 +113,7 @@ impl Session {
                 params.catalog.fallback()
             }
         };
+        model.client.warm_up();
         let effort = pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let mut session = Self {
             approval_mode: params.approval_mode,
@@ -498,6 +499,7 @@ impl Session {
             return;
         }
         self.effort = pick_effort(&model, effort, self.effort.as_deref());
+        model.client.warm_up();
         self.model = model;
         self.emit_model_status().await;
     }

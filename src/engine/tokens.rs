@@ -2,9 +2,9 @@
 //!
 //! `context_usage.tokens` is counted with the o200k tokenizer over what the next request
 //! will carry (system prompt, messages, tool schemas), so a front-end can show how full
-//! the window is before the provider reports anything. Loading the tokenizer's tables
-//! takes tens of milliseconds, so sessions start loading it in the background at once and
-//! the first count never waits on a cold start in the turn's critical path.
+//! the window is before the provider reports anything. Building the tokenizer's table
+//! takes a few milliseconds, so sessions start it in the background at once and the
+//! first count never waits on a cold start.
 
 use super::model::{Message, ModelInfo, ToolSpec};
 use crate::protocol::TurnUsage;
@@ -23,7 +23,7 @@ pub fn warm_up() {
         let _ = std::thread::Builder::new()
             .name("tokenizer-load".into())
             .spawn(|| {
-                tiktoken_rs::o200k_base_singleton();
+                super::o200k::tokenizer();
             });
     });
 }
@@ -32,9 +32,7 @@ pub fn count_text(text: &str) -> u64 {
     if text.is_empty() {
         return 0;
     }
-    tiktoken_rs::o200k_base_singleton()
-        .encode_ordinary(text)
-        .len() as u64
+    super::o200k::tokenizer().count(text) as u64
 }
 
 /// Tokens the next request would carry.

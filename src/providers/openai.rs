@@ -99,6 +99,11 @@ impl OpenAiClient {
         self
     }
 
+    /// Whether the endpoint needs TLS (anything but plain `http://`).
+    fn needs_tls(&self) -> bool {
+        !self.endpoint.starts_with("http://")
+    }
+
     /// Makes every request fail at once with this (fatal) message.
     pub fn unusable(mut self, message: impl Into<String>) -> Self {
         self.unusable = Some(message.into());
@@ -127,7 +132,7 @@ impl OpenAiClient {
             headers.insert(AUTHORIZATION, value);
         }
         headers.extend(self.headers.clone());
-        let pending = http_client(self.connect_timeout)?
+        let pending = http_client(self.connect_timeout, self.needs_tls())?
             .post(&self.endpoint)
             .headers(headers)
             .body(body);
@@ -162,29 +167,49 @@ impl ModelClient for OpenAiClient {
         self.start(request)
             .unwrap_or_else(|err| future::ready(Err(err)).boxed())
     }
+
+    fn warm_up(&self) {
+        if self.unusable.is_some() {
+            return;
+        }
+        let timeout = self.connect_timeout;
+        let tls = self.needs_tls();
+        let _ = std::thread::Builder::new()
+            .name("http-client-init".into())
+            .spawn(move || {
+                let _ = http_client(timeout, tls);
+            });
+    }
 }
 
-/// The process-wide HTTP clients, one per connect timeout (in practice one): sharing
-/// them shares the connection pool, so a session's requests reuse warm connections.
-fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ModelError> {
-    static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
+/// The process-wide HTTP clients, one per connect timeout and TLS need (in practice one
+/// or two): sharing them shares the connection pool, so a session's requests reuse warm
+/// connections. Plain `http://` endpoints (local servers) get a client without the
+/// system's root certificates, whose loading costs several milliseconds.
+fn http_client(connect_timeout: Duration, tls: bool) -> Result<reqwest::Client, ModelError> {
+    type Clients = HashMap<(Duration, bool), reqwest::Client>;
+    static CLIENTS: OnceLock<Mutex<Clients>> = OnceLock::new();
     let clients = CLIENTS.get_or_init(|| {
         // Already installed (by us or the embedding program) is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
         Mutex::default()
     });
     let mut clients = clients.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(client) = clients.get(&connect_timeout) {
+    if let Some(client) = clients.get(&(connect_timeout, tls)) {
         return Ok(client.clone());
     }
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
         .https_only(false)
-        .user_agent(concat!("jucode/", env!("CARGO_PKG_VERSION")))
+        .user_agent(concat!("jucode/", env!("CARGO_PKG_VERSION")));
+    if !tls {
+        builder = builder.tls_certs_only(std::iter::empty());
+    }
+    let client = builder
         .build()
         .map_err(|err| request_error(&err, "cannot set up the HTTP client"))?;
-    clients.insert(connect_timeout, client.clone());
+    clients.insert((connect_timeout, tls), client.clone());
     Ok(client)
 }
 

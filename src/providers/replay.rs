@@ -158,14 +158,12 @@ impl ModelClient for ReplayClient {
 }
 
 impl Inner {
-    /// The events of one reply, paced by its `delay_ms`.
+    /// The events of one reply, paced by its `delay_ms`. Deltas are cut from the reply
+    /// text as the stream is polled, so a long scripted reply costs its text, not one
+    /// allocation per delta up front.
     fn play(&self, reply: Reply) -> ModelStream {
         let chunk = reply.chunk.unwrap_or(DEFAULT_CHUNK);
-        let mut events: Vec<ModelEvent> = Vec::new();
-        let reasoning = reply.reasoning.as_deref().unwrap_or_default();
-        events.extend(split(reasoning, chunk).map(|p| ModelEvent::ReasoningDelta(p.to_owned())));
-        let text = reply.text.as_deref().unwrap_or_default();
-        events.extend(split(text, chunk).map(|p| ModelEvent::TextDelta(p.to_owned())));
+        let mut tail: Vec<ModelEvent> = Vec::new();
         let has_calls = !reply.tool_calls.is_empty();
         for call in reply.tool_calls {
             let id = call.id.unwrap_or_else(|| {
@@ -176,14 +174,14 @@ impl Inner {
                 Value::String(text) => text,
                 other => other.to_string(),
             };
-            events.push(ModelEvent::ToolCall(ToolCall {
+            tail.push(ModelEvent::ToolCall(ToolCall {
                 id,
                 name: call.name,
                 arguments,
             }));
         }
         if let Some(usage) = reply.usage {
-            events.push(ModelEvent::Usage(TurnUsage {
+            tail.push(ModelEvent::Usage(TurnUsage {
                 input_tokens: usage.prompt_tokens,
                 cached_input_tokens: usage.cached_tokens,
                 output_tokens: usage.completion_tokens,
@@ -195,27 +193,72 @@ impl Inner {
         } else {
             FinishReason::Stop
         };
-        events.push(ModelEvent::Finished(reason));
+        tail.push(ModelEvent::Finished(reason));
+        let events = Playback {
+            reasoning: reply.reasoning.unwrap_or_default(),
+            text: reply.text.unwrap_or_default(),
+            offset: 0,
+            in_text: false,
+            chunk,
+            tail: tail.into_iter(),
+        };
 
         let delay = Duration::from_millis(reply.delay_ms);
         if delay.is_zero() {
-            return stream::iter(events.into_iter().map(Ok)).boxed();
+            return stream::iter(events.map(Ok)).boxed();
         }
-        stream::unfold(
-            (events.into_iter(), true),
-            move |(mut events, first)| async move {
-                let event = events.next()?;
-                let is_delta = matches!(
-                    event,
-                    ModelEvent::ReasoningDelta(_) | ModelEvent::TextDelta(_)
-                );
-                if is_delta && !first {
-                    tokio::time::sleep(delay).await;
-                }
-                Some((Ok(event), (events, false)))
-            },
-        )
+        stream::unfold((events, true), move |(mut events, first)| async move {
+            let event = events.next()?;
+            let is_delta = matches!(
+                event,
+                ModelEvent::ReasoningDelta(_) | ModelEvent::TextDelta(_)
+            );
+            if is_delta && !first {
+                tokio::time::sleep(delay).await;
+            }
+            Some((Ok(event), (events, false)))
+        })
         .boxed()
+    }
+}
+
+/// The events of one scripted reply, in order: reasoning deltas, text deltas, then the
+/// rest (tool calls, usage, finish).
+struct Playback {
+    reasoning: String,
+    text: String,
+    /// Byte offset of the next delta in the current text.
+    offset: usize,
+    in_text: bool,
+    chunk: usize,
+    tail: std::vec::IntoIter<ModelEvent>,
+}
+
+impl Iterator for Playback {
+    type Item = ModelEvent;
+
+    fn next(&mut self) -> Option<ModelEvent> {
+        loop {
+            let source = if self.in_text {
+                &self.text
+            } else {
+                &self.reasoning
+            };
+            if let Some(piece) = split(&source[self.offset..], self.chunk).next() {
+                self.offset += piece.len();
+                let piece = piece.to_owned();
+                return Some(if self.in_text {
+                    ModelEvent::TextDelta(piece)
+                } else {
+                    ModelEvent::ReasoningDelta(piece)
+                });
+            }
+            if self.in_text {
+                return self.tail.next();
+            }
+            self.in_text = true;
+            self.offset = 0;
+        }
     }
 }
 
