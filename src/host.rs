@@ -64,15 +64,17 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
 
     let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
     let reasoning_effort = config.reasoning_effort.clone();
+    let env = Arc::new(options.env);
     let catalog = Catalog::new(
         config,
         profile.dir.clone(),
         config_path.clone(),
-        Arc::new(options.env),
+        env.clone(),
     );
     SessionParams {
         session_id: new_session_id(),
         cwd,
+        env,
         profile_dir: profile.dir.clone(),
         config_path,
         system_prompt,

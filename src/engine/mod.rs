@@ -23,4 +23,6 @@ pub use model::{
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
 pub use session::{INPUT_QUEUE, Input, SessionHandle, SessionParams, context_limit, spawn};
-pub use tools::{Tool, ToolContext, ToolOutput, ToolRegistry, resolve_path};
+pub use tools::{
+    Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, resolve_path,
+};

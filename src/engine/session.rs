@@ -29,6 +29,8 @@ use crate::protocol::{
 pub struct SessionParams {
     pub session_id: String,
     pub cwd: PathBuf,
+    /// The session's environment: tools run with it (the client's, in the daemon).
+    pub env: Arc<std::collections::HashMap<String, String>>,
     pub profile_dir: PathBuf,
     pub config_path: PathBuf,
     pub system_prompt: String,
@@ -271,6 +273,7 @@ impl Session {
             system: Arc::from(self.params.system_prompt.as_str()),
             tools: self.params.tools.clone(),
             cwd: self.params.cwd.clone(),
+            env: self.params.env.clone(),
             history: self.history.clone(),
             steer: steer.clone(),
             cancel: cancel.clone(),

@@ -1,12 +1,14 @@
-//! What the engine needs from a tool: a schema to offer the model and a way to run it.
-//! Implementations live in `crate::tools`; the engine only sees [`Tool`] objects in a
-//! [`ToolRegistry`].
+//! What the engine needs from a tool: a schema to offer the model, an assessment of what
+//! a call would do (for the approval policy), and a way to run it. Implementations live
+//! in `crate::tools`; the engine only sees [`Tool`] objects in a [`ToolRegistry`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::model::ToolSpec;
@@ -16,13 +18,31 @@ use super::model::ToolSpec;
 pub struct ToolContext {
     /// The session's working directory; relative paths resolve against it.
     pub cwd: PathBuf,
+    /// The session's environment (the client's, for daemon sessions). Commands run with
+    /// exactly this environment, not the engine process's.
+    pub env: Arc<HashMap<String, String>>,
     /// Cancelled when the turn is interrupted. Tools that can take long watch it.
     pub cancel: CancellationToken,
+    /// Intermediate output for `tool_update` events; the engine coalesces it.
+    pub progress: Progress,
+    /// For edits approved hunk by hunk: the hunk ids to apply. `None` = the whole call.
+    pub hunks: Option<Vec<String>>,
 }
 
 impl ToolContext {
     pub fn resolve(&self, path: &str) -> PathBuf {
         resolve_path(&self.cwd, path)
+    }
+
+    /// A context for running tools outside a session turn (tests, deferred actions).
+    pub fn detached(cwd: PathBuf) -> Self {
+        Self {
+            cwd,
+            env: Arc::new(std::env::vars().collect()),
+            cancel: CancellationToken::new(),
+            progress: Progress::default(),
+            hunks: None,
+        }
     }
 }
 
@@ -61,8 +81,65 @@ impl ToolOutput {
     }
 }
 
+/// What a call would do, as far as approvals care.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Reads only: files, listings, searches, read-only shell commands.
+    ReadOnly,
+    /// Creates or changes these files (absolute, normalized paths).
+    Edit { paths: Vec<PathBuf> },
+    /// Runs a shell command not known to be read-only. `danger` is set when the
+    /// classifier flags it as dangerous, and says why.
+    Exec { danger: Option<String> },
+}
+
+/// One hunk of a proposed edit, for partial approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hunk {
+    /// Stable for the same file content and arguments, e.g. `f0h1`.
+    pub id: String,
+    pub file: String,
+    /// The unified-diff header, e.g. `@@ -12,7 +12,8 @@`.
+    pub header: String,
+    /// Unified-diff lines, each starting with ` `, `-` or `+`.
+    pub lines: Vec<String>,
+}
+
+/// A tool's account of a call before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    pub effect: Effect,
+    /// What a person needs to decide: the command; the file and a diff stat.
+    pub summary: String,
+    /// Hunks when the call modifies existing files; `None` otherwise.
+    pub hunks: Option<Vec<Hunk>>,
+}
+
+impl Assessment {
+    pub fn read_only(summary: impl Into<String>) -> Self {
+        Self {
+            effect: Effect::ReadOnly,
+            summary: summary.into(),
+            hunks: None,
+        }
+    }
+}
+
 pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
+
+    /// Says what the call would do, without doing it. An argument error is returned as
+    /// the call's result (the model corrects it; nobody is asked). Read-only tools keep
+    /// the default.
+    fn assess(
+        &self,
+        args: &serde_json::Value,
+        ctx: &ToolContext,
+    ) -> BoxFuture<'static, Result<Assessment, ToolOutput>> {
+        let _ = (args, ctx);
+        let name = self.spec().name;
+        async move { Ok(Assessment::read_only(name)) }.boxed()
+    }
 
     /// Runs one call. `args` is the parsed argument object; argument errors come back as
     /// an error [`ToolOutput`] for the model to correct, never as a panic.
@@ -90,5 +167,75 @@ impl ToolRegistry {
 
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.values().map(|tool| tool.spec()).collect()
+    }
+}
+
+/// Output a running tool produced so far and the engine has not shown yet.
+///
+/// Tools push as output arrives; the engine takes what accumulated a few times a second
+/// and emits it as one `tool_update`, so a chatty command costs a handful of events, not
+/// one per read. What waits is capped: when a tool outruns the engine, the oldest part
+/// is dropped and replaced by a note.
+#[derive(Clone, Default)]
+pub struct Progress(Arc<Mutex<PendingOutput>>);
+
+#[derive(Default)]
+struct PendingOutput {
+    text: String,
+    skipped: usize,
+}
+
+/// Most progress text that waits between two `tool_update`s.
+pub const MAX_PENDING_PROGRESS: usize = 64 * 1024;
+
+impl Progress {
+    pub fn push(&self, text: &str) {
+        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.text.push_str(text);
+        if pending.text.len() > MAX_PENDING_PROGRESS {
+            let mut cut = pending.text.len() - MAX_PENDING_PROGRESS;
+            while !pending.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            pending.skipped += cut;
+            pending.text.drain(..cut);
+        }
+    }
+
+    /// What accumulated since the last call, or `None` when nothing did.
+    pub fn take(&self) -> Option<String> {
+        let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if pending.text.is_empty() && pending.skipped == 0 {
+            return None;
+        }
+        let text = std::mem::take(&mut pending.text);
+        let skipped = std::mem::take(&mut pending.skipped);
+        Some(if skipped > 0 {
+            format!("[… {skipped} bytes of output not shown …]\n{text}")
+        } else {
+            text
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_coalesces_and_caps() {
+        let progress = Progress::default();
+        assert_eq!(progress.take(), None);
+        progress.push("a");
+        progress.push("b");
+        assert_eq!(progress.take().as_deref(), Some("ab"));
+        progress.push(&"x".repeat(MAX_PENDING_PROGRESS + 10));
+        let text = progress.take().unwrap();
+        assert!(
+            text.starts_with("[… 10 bytes of output not shown …]\n"),
+            "{}",
+            &text[..50]
+        );
+        assert_eq!(progress.take(), None);
     }
 }

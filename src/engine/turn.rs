@@ -43,6 +43,7 @@ pub struct TurnContext {
     pub system: Arc<str>,
     pub tools: ToolRegistry,
     pub cwd: PathBuf,
+    pub env: Arc<std::collections::HashMap<String, String>>,
     pub history: Arc<Mutex<History>>,
     pub steer: SteerInbox,
     pub cancel: CancellationToken,
@@ -305,7 +306,10 @@ impl TurnContext {
         };
         let ctx = ToolContext {
             cwd: self.cwd.clone(),
+            env: self.env.clone(),
             cancel: self.cancel.child_token(),
+            progress: Default::default(),
+            hunks: None,
         };
         tool.run(args, ctx).await
     }

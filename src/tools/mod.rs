@@ -92,10 +92,7 @@ mod tests {
 
     /// A context whose cwd is `dir` and whose turn is never cancelled.
     pub(super) fn context(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-        }
+        ToolContext::detached(dir.to_path_buf())
     }
 
     #[test]

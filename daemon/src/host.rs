@@ -1,0 +1,64 @@
+//! The contract between the daemon and what it hosts.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+/// What the daemon hosts: a factory of sessions that speak protocol lines.
+///
+/// The associated types let the host use its own channel item types (no copy or extra
+/// task between the engine and the fan-out): the daemon converts with `From`/`Into`
+/// at the ends.
+pub trait Host: Send + Sync + 'static {
+    /// What a session's input channel carries; built from each routed client line.
+    type Input: From<ClientInput> + Send + 'static;
+    /// What a session's output channel carries.
+    type Output: Into<HostOutput> + Send + 'static;
+
+    /// The line the daemon sends first on every connection (`hello`, with `\n`).
+    fn hello(&self) -> Bytes;
+
+    /// Creates a session. Its output starts with its startup batch.
+    fn open(&self, params: OpenParams) -> Result<Hosted<Self::Input, Self::Output>, String>;
+}
+
+/// The fields of an `open` op.
+#[derive(Debug, Clone, Default)]
+pub struct OpenParams {
+    /// Absolute working directory; `None` lets the host choose.
+    pub cwd: Option<PathBuf>,
+    /// A chat session instead of a coding session.
+    pub chat: bool,
+    /// The client's environment; the session's tools run with it.
+    pub env: HashMap<String, String>,
+}
+
+/// A live session's channels. The session ends when `output` closes; dropping `input`
+/// asks it to end.
+pub struct Hosted<I, O> {
+    pub id: String,
+    pub input: mpsc::Sender<I>,
+    pub output: mpsc::Receiver<O>,
+}
+
+/// What the daemon sends into a session.
+#[derive(Debug)]
+pub enum ClientInput {
+    /// One client line (an op), exactly as received, without its newline.
+    Line(Bytes),
+    /// Asks for the state a client attaching now needs to render; the session answers
+    /// with [`HostOutput::Snapshot`] carrying the same token, placed in its output
+    /// exactly between the events the snapshot covers and those it does not.
+    Snapshot { token: u64 },
+}
+
+/// What comes out of a session.
+#[derive(Debug)]
+pub enum HostOutput {
+    /// One event line, `\n`-terminated, for every attached client.
+    Line(Bytes),
+    /// The answer to [`ClientInput::Snapshot`]: lines for the attaching client only.
+    Snapshot { token: u64, lines: Vec<Bytes> },
+}
