@@ -23,6 +23,16 @@ const COMMANDS: &[Spec] = &[
         description: "Show the model picker, or switch model and reasoning effort",
     },
     Spec {
+        name: "/approve",
+        args: "<call_id> <allow|deny> [always | <hunk_id>...]",
+        description: "Answer an approval request (same as the approve op)",
+    },
+    Spec {
+        name: "/plan",
+        args: "<id> approve [mode] [notes] | <id> revise <feedback>",
+        description: "Approve a proposed plan, or ask for a revision",
+    },
+    Spec {
         name: "/transcript",
         args: "",
         description: "Show the conversation so far (a transcript event)",
@@ -49,6 +59,14 @@ pub enum Command<'a> {
         effort: Option<&'a str>,
     },
     Transcript,
+    Approve {
+        call_id: &'a str,
+        decision: &'a str,
+        always: bool,
+        hunks: Option<Vec<String>>,
+    },
+    /// The arguments after `/plan`, parsed by the session.
+    Plan(&'a str),
     Quit,
 }
 
@@ -99,6 +117,23 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
         "/help" => no_args(Command::Help),
         "/quit" | "/exit" => no_args(Command::Quit),
         "/transcript" => no_args(Command::Transcript),
+        "/approve" => match args.as_slice() {
+            [call_id, decision, rest @ ..] => {
+                let always = rest == ["always"];
+                let hunks = (!always && !rest.is_empty())
+                    .then(|| rest.iter().map(|id| (*id).to_owned()).collect());
+                Ok(Command::Approve {
+                    call_id,
+                    decision,
+                    always,
+                    hunks,
+                })
+            }
+            _ => Err("usage: /approve <call_id> <allow|deny> [always | <hunk_id>...]".to_owned()),
+        },
+        "/plan" => Ok(Command::Plan(
+            input.strip_prefix("/plan").unwrap_or_default().trim(),
+        )),
         "/model" => match args.as_slice() {
             [] => Ok(Command::ModelView),
             [model] => Ok(Command::SwitchModel {
@@ -136,6 +171,28 @@ mod tests {
             })
         );
         assert!(is_quit("/quit") && is_quit("/exit "));
+        assert_eq!(
+            parse("/approve call_1 allow f0h0 f0h2"),
+            Ok(Command::Approve {
+                call_id: "call_1",
+                decision: "allow",
+                always: false,
+                hunks: Some(vec!["f0h0".into(), "f0h2".into()])
+            })
+        );
+        assert_eq!(
+            parse("/approve call_1 allow always"),
+            Ok(Command::Approve {
+                call_id: "call_1",
+                decision: "allow",
+                always: true,
+                hunks: None
+            })
+        );
+        assert_eq!(
+            parse("/plan plan-1 revise more tests"),
+            Ok(Command::Plan("plan-1 revise more tests"))
+        );
         assert!(!is_quit("/quit now"));
         assert_eq!(
             parse("/nope").unwrap_err(),
@@ -147,7 +204,12 @@ mod tests {
     #[test]
     fn every_listed_command_parses() {
         for info in command_list() {
-            assert!(parse(&info.command).is_ok(), "{}", info.command);
+            let parsed = parse(&info.command);
+            assert!(
+                !matches!(&parsed, Err(e) if e.starts_with("unknown command")),
+                "{}",
+                info.command
+            );
         }
         assert!(help_text().contains("/model [provider/model] [effort]"));
     }

@@ -1,37 +1,96 @@
-//! The one way events leave a session.
+//! The one way events leave a session, and the state late joiners are shown.
 //!
 //! An [`Emitter`] encodes each event once into an [`EventLine`] and sends it on a
 //! bounded channel. Whoever holds the receiver decides what a full queue means: the
 //! stdio transport lets the engine wait (a single client that stops reading pauses its
 //! own session), the daemon's fan-out drains it without ever waiting on a client.
+//!
+//! Events that go with a change of [`Shared`] state (a tool result entering the
+//! history, an approval request opening, a delta extending the reply being streamed)
+//! are sent by [`Emitter::emit_with`]: a channel slot is reserved first, then the state
+//! lock is taken, the state changed, the event encoded and sent, and the lock released.
+//! A snapshot for a late-joining client is built and queued under the same lock, so in
+//! the output stream every event is either reflected in the snapshot before it, or
+//! comes after it: never both, never neither.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::mpsc;
 
+use super::shared::Shared;
 use crate::protocol::{Event, EventEncoder, EventLine};
 
 /// Capacity of a session's outbound queue. Large enough to absorb a burst of deltas
 /// while the writer is in a syscall, small enough to bound memory at a few hundred KiB.
 pub const EVENT_QUEUE: usize = 1024;
 
+/// What a session's output channel carries.
+#[derive(Debug)]
+pub enum Outbound {
+    /// An event line for every client of the session.
+    Line(EventLine),
+    /// The answer to [`super::Input::Snapshot`]: the lines a client attaching at this
+    /// exact point needs, for that client only.
+    Snapshot { token: u64, lines: Vec<EventLine> },
+}
+
 #[derive(Clone)]
 pub struct Emitter {
     encoder: EventEncoder,
-    tx: mpsc::Sender<EventLine>,
+    tx: mpsc::Sender<Outbound>,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl Emitter {
-    pub fn new(session_id: &str, tx: mpsc::Sender<EventLine>) -> Self {
+    pub fn new(session_id: &str, tx: mpsc::Sender<Outbound>, shared: Arc<Mutex<Shared>>) -> Self {
         Self {
             encoder: EventEncoder::new(session_id),
             tx,
+            shared,
         }
+    }
+
+    pub fn encode(&self, event: &Event) -> EventLine {
+        self.encoder.encode(event)
     }
 
     /// Sends one event. A closed receiver (the client went away) is not an error for
     /// the engine: the session carries on and the line is dropped.
     pub async fn emit(&self, event: Event) {
         let line = self.encoder.encode(&event);
-        let _ = self.tx.send(line).await;
+        let _ = self.tx.send(Outbound::Line(line)).await;
+    }
+
+    /// Changes the shared state and emits the event that announces the change (if any),
+    /// as one step with respect to snapshots. `change` runs under the state lock: keep
+    /// it short.
+    pub async fn emit_with<R>(&self, change: impl FnOnce(&mut Shared) -> (Option<Event>, R)) -> R {
+        let permit = self.tx.reserve().await;
+        let mut shared = self.lock();
+        let (event, result) = change(&mut shared);
+        if let (Ok(permit), Some(event)) = (permit, event) {
+            permit.send(Outbound::Line(self.encoder.encode(&event)));
+        }
+        result
+    }
+
+    /// Like [`Emitter::emit_with`] for changes that announce themselves with no event.
+    pub fn change<R>(&self, change: impl FnOnce(&mut Shared) -> R) -> R {
+        change(&mut self.lock())
+    }
+
+    /// Builds a snapshot from the shared state and queues it at this point of the
+    /// stream.
+    pub async fn snapshot(&self, token: u64, build: impl FnOnce(&Shared) -> Vec<Event>) {
+        let permit = self.tx.reserve().await;
+        let shared = self.lock();
+        let lines = build(&shared)
+            .iter()
+            .map(|event| self.encoder.encode(event))
+            .collect();
+        if let Ok(permit) = permit {
+            permit.send(Outbound::Snapshot { token, lines });
+        }
     }
 
     pub async fn info(&self, message: impl Into<String>) {
@@ -42,7 +101,19 @@ impl Emitter {
         self.emit(Event::error(message)).await;
     }
 
+    /// Emits a `status` and remembers it as the session's current status.
     pub async fn status(&self, message: impl Into<String>) {
-        self.emit(Event::status(message)).await;
+        let message = message.into();
+        self.emit_with(|shared| {
+            shared.status.clone_from(&message);
+            (Some(Event::status(message)), ())
+        })
+        .await;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A poisoned lock means a panic elsewhere mid-change; the state is still the best
+        // record there is, and refusing it would stop the session for good.
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

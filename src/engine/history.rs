@@ -30,6 +30,13 @@ pub enum TranscriptItem {
         output: String,
         is_error: bool,
     },
+    /// A plan from `propose_plan`, with its latest status.
+    Plan {
+        id: String,
+        title: String,
+        content: String,
+        status: String,
+    },
 }
 
 impl History {
@@ -67,6 +74,33 @@ impl History {
             output,
             is_error,
         });
+    }
+
+    /// The plan with this id: `(title, markdown, status)`.
+    pub fn plan(&self, id: &str) -> Option<(&str, &str, &str)> {
+        self.transcript.iter().find_map(|item| match item {
+            TranscriptItem::Plan {
+                id: plan_id,
+                title,
+                content,
+                status,
+            } if plan_id == id => Some((title.as_str(), content.as_str(), status.as_str())),
+            _ => None,
+        })
+    }
+
+    pub fn set_plan_status(&mut self, id: &str, new_status: &str) {
+        for item in &mut self.transcript {
+            if let TranscriptItem::Plan {
+                id: plan_id,
+                status,
+                ..
+            } = item
+                && plan_id == id
+            {
+                *status = new_status.to_owned();
+            }
+        }
     }
 
     pub fn transcript_json(&self) -> Vec<serde_json::Value> {

@@ -1,28 +1,33 @@
 //! One session's state machine and turn loop.
 //!
 //! The engine knows nothing of stdio, sockets or JSON lines beyond the protocol types:
-//! it takes [`Input`]s on a channel and emits encoded event lines on another. Model
-//! providers and tools come in through the [`ModelCatalog`] and [`ToolRegistry`] given
-//! to [`spawn`]; the engine never names a concrete one.
+//! it takes [`Input`]s on a channel and emits encoded event lines ([`Outbound`]) on
+//! another. Model providers and tools come in through the [`ModelCatalog`] and
+//! [`ToolRegistry`] given to [`spawn`]; the engine never names a concrete one.
 
+pub mod approvals;
 mod attach;
+mod calls;
 pub mod commands;
+mod deferred;
 mod emitter;
 mod history;
 pub mod model;
 mod o200k;
+mod plan;
 pub mod prompt;
 mod session;
+mod shared;
 pub mod tokens;
 pub mod tools;
 mod turn;
 
-pub use emitter::{EVENT_QUEUE, Emitter};
+pub use emitter::{EVENT_QUEUE, Emitter, Outbound};
 pub use model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
-pub use session::{INPUT_QUEUE, Input, SessionHandle, SessionParams, context_limit, spawn};
+pub use session::{INPUT_QUEUE, Input, SessionHandle, SessionParams, spawn};
 pub use tools::{
     Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, resolve_path,
 };

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::model::ToolSpec;
+pub use crate::protocol::Hunk;
 
 /// Everything a running tool may use from its session.
 #[derive(Clone)]
@@ -91,18 +91,6 @@ pub enum Effect {
     /// Runs a shell command not known to be read-only. `danger` is set when the
     /// classifier flags it as dangerous, and says why.
     Exec { danger: Option<String> },
-}
-
-/// One hunk of a proposed edit, for partial approval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Hunk {
-    /// Stable for the same file content and arguments, e.g. `f0h1`.
-    pub id: String,
-    pub file: String,
-    /// The unified-diff header, e.g. `@@ -12,7 +12,8 @@`.
-    pub header: String,
-    /// Unified-diff lines, each starting with ` `, `-` or `+`.
-    pub lines: Vec<String>,
 }
 
 /// A tool's account of a call before it runs.

@@ -1,17 +1,18 @@
 //! One turn: the user's message, then model requests and tool calls until the model
-//! answers without calling a tool.
+//! answers without calling a tool (or delivers a plan).
 //!
 //! A turn runs as its own task so the session keeps taking ops (queue, steer,
-//! interrupt) while it streams. It emits its events directly (no hop through the
-//! session task on the delta path) and returns a [`TurnOutcome`]; the session task emits
-//! the closing `usage` / `context_usage` / `status` lines, so "ready" always comes from
-//! the one place that also decides what runs next.
+//! interrupt, approve) while it streams. It emits its events directly (no hop through
+//! the session task on the delta path) and returns a [`TurnOutcome`]; the session task
+//! emits the closing `usage` / `context_usage` / `status` lines, so "ready" always comes
+//! from the one place that also decides what runs next.
 //!
 //! Interrupts arrive as a cancelled token. Every await that can take long selects on it,
 //! and on cancellation the turn leaves the history consistent (each tool call answered,
 //! partial text kept) before returning, so the next turn can continue the conversation.
+//! Tool calls, with their approvals, are in [`super::calls`].
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,12 +22,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::attach;
+use super::calls::CallsOutcome;
 use super::emitter::Emitter;
-use super::history::History;
 use super::model::{
     ChatRequest, FinishReason, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
 };
-use super::tools::{ToolContext, ToolOutput, ToolRegistry};
+use super::plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
+use super::tools::ToolRegistry;
+use crate::config::ApprovalMode;
 use crate::protocol::{Event, TurnUsage, UserInput};
 
 /// Retry delays never exceed this, whatever `retry-after` says: a front-end would show
@@ -43,15 +46,17 @@ pub struct TurnContext {
     pub system: Arc<str>,
     pub tools: ToolRegistry,
     pub cwd: PathBuf,
-    pub env: Arc<std::collections::HashMap<String, String>>,
-    pub history: Arc<Mutex<History>>,
+    pub env: Arc<HashMap<String, String>>,
+    pub session_id: String,
+    /// The approval mode when the turn started; its gating can only loosen from here.
+    pub mode: ApprovalMode,
     pub steer: SteerInbox,
     pub cancel: CancellationToken,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnEnd {
-    /// The model answered without tool calls.
+    /// The model answered without tool calls, or delivered a plan.
     Completed,
     /// A non-retryable failure; the `error` line has been emitted.
     Failed,
@@ -64,10 +69,10 @@ pub struct TurnOutcome {
     pub usage: TurnUsage,
 }
 
-/// What one model reply amounted to, also when it was cut short.
+/// What one model reply amounted to, also when it was cut short. Its text lives in the
+/// shared state while it streams (so late joiners see it) and is collected at the end.
 #[derive(Default)]
 struct Reply {
-    text: String,
     reasoning: String,
     tool_calls: Vec<ToolCall>,
     usage: TurnUsage,
@@ -75,6 +80,8 @@ struct Reply {
     /// True once any delta reached the client: from then on a failure cannot be retried
     /// transparently.
     shown: bool,
+    /// Plans being written, by tool-call index.
+    drafts: HashMap<usize, PlanDraft>,
 }
 
 enum AttemptError {
@@ -104,22 +111,36 @@ impl TurnContext {
             }
             usage.add(&reply.usage);
             let calls = reply.tool_calls.clone();
-            let finish = reply.finish.clone();
-            self.lock_history()
-                .push_assistant(reply.text, reply.reasoning, reply.tool_calls);
+            let plan_ids: HashMap<String, String> = reply
+                .tool_calls
+                .iter()
+                .enumerate()
+                .filter_map(|(index, call)| {
+                    let draft = reply.drafts.remove(&index)?;
+                    Some((call.id.clone(), draft.id))
+                })
+                .collect();
+            self.emitter.change(|shared| {
+                let text = shared.streaming.take().unwrap_or_default();
+                shared
+                    .history
+                    .push_assistant(text, reply.reasoning, reply.tool_calls);
+            });
             if let Some(end) = end {
                 return end;
             }
             if calls.is_empty() {
-                if finish == Some(FinishReason::Length) {
+                if reply.finish == Some(FinishReason::Length) {
                     self.emitter
                         .info("the reply was cut off: the model reached its output token limit")
                         .await;
                 }
                 return TurnEnd::Completed;
             }
-            if !self.run_tools(&calls).await {
-                return TurnEnd::Interrupted;
+            match self.run_calls(&calls, &plan_ids).await {
+                CallsOutcome::Continue => {}
+                CallsOutcome::PlanProposed => return TurnEnd::Completed,
+                CallsOutcome::Interrupted => return TurnEnd::Interrupted,
             }
         }
     }
@@ -134,9 +155,14 @@ impl TurnContext {
         for notice in prepared.notices {
             self.emitter.info(notice).await;
         }
-        self.lock_history()
-            .push_user(prepared.message, prepared.shown.clone());
-        self.emitter.emit(Event::UserMessage(prepared.shown)).await;
+        self.emitter
+            .emit_with(|shared| {
+                shared
+                    .history
+                    .push_user(prepared.message, prepared.shown.clone());
+                (Some(Event::UserMessage(prepared.shown)), ())
+            })
+            .await;
         true
     }
 
@@ -152,6 +178,13 @@ impl TurnContext {
                 return false;
             }
         }
+    }
+
+    /// The mode gating this turn's calls now: the looser of its start mode and the
+    /// session's current one.
+    pub(super) fn current_mode(&self) -> ApprovalMode {
+        let current = self.emitter.change(|shared| shared.mode);
+        super::approvals::effective_mode(self.mode, current)
     }
 
     /// One model request with transparent retries. Returns the reply (possibly partial)
@@ -191,12 +224,18 @@ impl TurnContext {
     }
 
     fn build_request(&self) -> ChatRequest {
-        let messages = self.lock_history().messages.clone();
+        let messages = self
+            .emitter
+            .change(|shared| shared.history.messages.clone());
+        let mut tools = self.tools.specs();
+        if self.current_mode() == ApprovalMode::Plan {
+            tools.push(propose_plan_spec());
+        }
         ChatRequest {
             model: self.model.model.clone(),
             system: self.system.to_string(),
             messages,
-            tools: self.tools.specs(),
+            tools,
             reasoning_effort: self.reasoning_effort.clone(),
         }
     }
@@ -212,6 +251,7 @@ impl TurnContext {
         let idle = self.model.retry.idle_timeout;
         let deadline = tokio::time::sleep(idle);
         tokio::pin!(deadline);
+        let mut names: HashMap<usize, String> = HashMap::new();
         loop {
             let item = tokio::select! {
                 biased;
@@ -241,15 +281,19 @@ impl TurnContext {
                     reply.reasoning.push_str(&delta);
                     self.emitter.emit(Event::ReasoningDelta { delta }).await;
                 }
-                ModelEvent::TextDelta(delta) => {
-                    if reply.text.is_empty() {
-                        self.emitter.emit(Event::AssistantStart).await;
+                ModelEvent::TextDelta(delta) => self.stream_text(reply, delta).await,
+                ModelEvent::ToolCallDelta {
+                    index,
+                    name,
+                    arguments,
+                } => {
+                    if let Some(name) = name {
+                        names.insert(index, name);
                     }
-                    reply.shown = true;
-                    reply.text.push_str(&delta);
-                    self.emitter.emit(Event::AssistantDelta { delta }).await;
+                    if names.get(&index).is_some_and(|name| name == PROPOSE_PLAN) {
+                        self.draft_plan(reply, index, &arguments).await;
+                    }
                 }
-                ModelEvent::ToolCallDelta { .. } => {}
                 ModelEvent::ToolCall(call) => reply.tool_calls.push(call),
                 ModelEvent::Usage(usage) => reply.usage = usage,
                 ModelEvent::Finished(reason) => {
@@ -260,74 +304,31 @@ impl TurnContext {
         }
     }
 
-    /// Runs the calls of one reply in order. False when interrupted; every call still
-    /// gets a result in the history so the conversation stays valid for the provider.
-    async fn run_tools(&self, calls: &[ToolCall]) -> bool {
-        for (done, call) in calls.iter().enumerate() {
+    async fn stream_text(&self, reply: &mut Reply, delta: String) {
+        let first = self.emitter.change(|shared| shared.streaming.is_none());
+        if first {
+            self.emitter.emit(Event::AssistantStart).await;
+        }
+        reply.shown = true;
+        self.emitter
+            .emit_with(|shared| {
+                shared
+                    .streaming
+                    .get_or_insert_with(String::new)
+                    .push_str(&delta);
+                (Some(Event::AssistantDelta { delta }), ())
+            })
+            .await;
+    }
+
+    async fn draft_plan(&self, reply: &mut Reply, index: usize, fragment: &str) {
+        let draft = reply.drafts.entry(index).or_default();
+        if let Some((title, append)) = draft.push(fragment) {
+            reply.shown = true;
+            let id = draft.id.clone();
             self.emitter
-                .emit(Event::ToolStart {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                })
-                .await;
-            let outcome = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => None,
-                outcome = self.run_tool(call) => Some(outcome),
-            };
-            let Some(outcome) = outcome else {
-                let mut history = self.lock_history();
-                for call in &calls[done..] {
-                    history.push_tool_result(call, "interrupted by the user".into(), true);
-                }
-                return false;
-            };
-            self.lock_history()
-                .push_tool_result(call, outcome.output.clone(), outcome.is_error);
-            self.emitter
-                .emit(Event::ToolOutput {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    output: outcome.output,
-                    is_error: outcome.is_error,
-                })
+                .emit(Event::PlanDraft { id, title, append })
                 .await;
         }
-        true
-    }
-
-    async fn run_tool(&self, call: &ToolCall) -> ToolOutput {
-        let Some(tool) = self.tools.get(&call.name) else {
-            return ToolOutput::error(format!("unknown tool: {}", call.name));
-        };
-        let args = match parse_arguments(&call.arguments) {
-            Ok(args) => args,
-            Err(message) => return ToolOutput::error(format!("{}: {message}", call.name)),
-        };
-        let ctx = ToolContext {
-            cwd: self.cwd.clone(),
-            env: self.env.clone(),
-            cancel: self.cancel.child_token(),
-            progress: Default::default(),
-            hunks: None,
-        };
-        tool.run(args, ctx).await
-    }
-
-    fn lock_history(&self) -> std::sync::MutexGuard<'_, History> {
-        // A poisoned lock means a panic elsewhere mid-append; the data is still the best
-        // record of the conversation there is.
-        self.history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-fn parse_arguments(raw: &str) -> Result<serde_json::Value, String> {
-    let raw = if raw.trim().is_empty() { "{}" } else { raw };
-    match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(value @ serde_json::Value::Object(_)) => Ok(value),
-        Ok(_) => Err("arguments must be a JSON object".to_owned()),
-        Err(err) => Err(format!("arguments are not valid JSON ({err})")),
     }
 }

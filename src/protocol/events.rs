@@ -85,6 +85,51 @@ pub enum Event {
     Transcript {
         items: Vec<serde_json::Value>,
     },
+    ApprovalRequest {
+        call_id: String,
+        name: String,
+        summary: String,
+        subagent_id: Option<String>,
+        hunks: Option<Vec<Hunk>>,
+    },
+    /// jucode addition: an approval request was answered (or turned into a deferred
+    /// action), so every client can close its dialog.
+    ApprovalResolved {
+        call_id: String,
+        decision: String,
+    },
+    Attended {
+        attended: bool,
+    },
+    ActionDeferred {
+        id: String,
+        session_id: String,
+        cwd: String,
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+        summary: String,
+        subagent_id: Option<String>,
+        digest: String,
+        created_at: u64,
+    },
+    ActionDecided {
+        id: String,
+        decision: String,
+        output: Option<String>,
+        is_error: bool,
+    },
+    PlanDraft {
+        id: String,
+        title: String,
+        append: String,
+    },
+    ProposedPlan {
+        id: String,
+        title: String,
+        markdown: String,
+        status: String,
+    },
 }
 
 impl Event {
@@ -105,6 +150,18 @@ impl Event {
             message: message.into(),
         }
     }
+}
+
+/// One hunk of a proposed edit, for partial approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hunk {
+    /// Stable for the same file content and arguments, e.g. `f0h1`.
+    pub id: String,
+    pub file: String,
+    /// The unified-diff header, e.g. `@@ -12,7 +12,8 @@`.
+    pub header: String,
+    /// Unified-diff lines, each starting with ` `, `-` or `+`.
+    pub lines: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

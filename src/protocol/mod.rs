@@ -13,7 +13,8 @@ mod ops;
 
 pub use codec::{Frame, LineCodec, MAX_LINE_BYTES};
 pub use events::{
-    CommandInfo, Event, ModelStatus, ModelViewEntry, TurnUsage, UnqueuedEvent, UserMessageEvent,
+    CommandInfo, Event, Hunk, ModelStatus, ModelViewEntry, TurnUsage, UnqueuedEvent,
+    UserMessageEvent,
 };
 pub use ops::{ApproveOp, ApprovePlanOp, OP_NAMES, Op, UserInput, parse_op};
 

@@ -14,7 +14,7 @@ use bytes::BytesMut;
 use tokio::sync::mpsc;
 use tokio_util::codec::Decoder;
 
-use crate::engine::Input;
+use crate::engine::{Input, Outbound};
 use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
 
 /// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
@@ -23,7 +23,7 @@ use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
 pub fn spawn_writer<W: Write + Send + 'static>(
     out: W,
     first: EventLine,
-    mut lines: mpsc::Receiver<EventLine>,
+    mut lines: mpsc::Receiver<Outbound>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("stdout-writer".into())
@@ -32,10 +32,16 @@ pub fn spawn_writer<W: Write + Send + 'static>(
             let result = (|| -> std::io::Result<()> {
                 out.write_all(&first)?;
                 out.flush()?;
-                while let Some(line) = lines.blocking_recv() {
-                    out.write_all(&line)?;
-                    while let Ok(line) = lines.try_recv() {
+                // One client, attached from the first line: snapshots are for late
+                // joiners of daemon sessions and never asked for here.
+                while let Some(item) = lines.blocking_recv() {
+                    if let Outbound::Line(line) = item {
                         out.write_all(&line)?;
+                    }
+                    while let Ok(item) = lines.try_recv() {
+                        if let Outbound::Line(line) = item {
+                            out.write_all(&line)?;
+                        }
                     }
                     out.flush()?;
                 }
@@ -171,7 +177,8 @@ mod tests {
         }
         let sink = Shared::default();
         let (tx, rx) = mpsc::channel(4);
-        tx.try_send(EventLine::from_static(b"b\n")).unwrap();
+        tx.try_send(Outbound::Line(EventLine::from_static(b"b\n")))
+            .unwrap();
         drop(tx);
         spawn_writer(sink.clone(), EventLine::from_static(b"a\n"), rx)
             .join()

@@ -1,0 +1,246 @@
+//! The approval policy: which calls run, which ask, which plan mode refuses.
+//!
+//! | call                                   | manual | plan    | auto-edit | auto             | full-access |
+//! |----------------------------------------|--------|---------|-----------|------------------|-------------|
+//! | read-only tools and shell commands     | run    | run     | run       | run              | run         |
+//! | file edits inside the session cwd      | ask    | refused | run       | run              | run         |
+//! | file edits outside the cwd             | ask    | refused | ask       | ask              | run         |
+//! | other shell commands                   | ask    | refused | ask       | run (dangerous: ask) | run     |
+//!
+//! "Inside the cwd" is decided on resolved paths: the longest existing ancestor of each
+//! path is canonicalized, so a symlink inside the project that points elsewhere counts
+//! as outside.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::tools::{Effect, Hunk};
+use crate::config::ApprovalMode;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    Run,
+    Ask,
+    /// Plan mode: the call is refused with this message for the model.
+    Refuse(String),
+}
+
+pub fn gate(effect: &Effect, mode: ApprovalMode, name: &str, cwd: &Path) -> Gate {
+    use ApprovalMode::*;
+    let refuse = || Gate::Refuse(plan_refusal(name));
+    match effect {
+        Effect::ReadOnly => Gate::Run,
+        Effect::Edit { paths } => {
+            let inside = paths.iter().all(|path| is_inside(path, cwd));
+            match mode {
+                Manual => Gate::Ask,
+                Plan => refuse(),
+                AutoEdit | Auto if inside => Gate::Run,
+                AutoEdit | Auto => Gate::Ask,
+                FullAccess => Gate::Run,
+            }
+        }
+        Effect::Exec { danger } => match mode {
+            Manual | AutoEdit => Gate::Ask,
+            Plan => refuse(),
+            Auto if danger.is_some() => Gate::Ask,
+            Auto | FullAccess => Gate::Run,
+        },
+    }
+}
+
+pub fn plan_refusal(name: &str) -> String {
+    format!(
+        "refused: the session is in plan mode, where only read-only tools run, so `{name}` \
+         was not executed. Investigate with read-only tools, then deliver your plan with \
+         the propose_plan tool instead of making changes."
+    )
+}
+
+/// The mode a running turn uses: the looser of the mode it started with and the
+/// session's current one. A turn's gating can only loosen while it runs.
+pub fn effective_mode(started: ApprovalMode, current: ApprovalMode) -> ApprovalMode {
+    if permissiveness(current) > permissiveness(started) {
+        current
+    } else {
+        started
+    }
+}
+
+fn permissiveness(mode: ApprovalMode) -> u8 {
+    match mode {
+        ApprovalMode::Plan => 0,
+        ApprovalMode::Manual => 1,
+        ApprovalMode::AutoEdit => 2,
+        ApprovalMode::Auto => 3,
+        ApprovalMode::FullAccess => 4,
+    }
+}
+
+/// Whether `path` (absolute) lies inside `dir`, symlinks resolved.
+pub fn is_inside(path: &Path, dir: &Path) -> bool {
+    let dir = dir.canonicalize().unwrap_or_else(|_| normalize(dir));
+    resolve_existing(&normalize(path)).starts_with(dir)
+}
+
+/// Lexically removes `.` and `..` components.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Canonicalizes the longest existing ancestor and re-appends the rest.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (
+            existing.file_name().map(|n| n.to_owned()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Checks an answer to an approval request; the error is the `error` event's message
+/// (the request stays open so the client can retry).
+pub fn validate_answer(
+    decision: &str,
+    always: bool,
+    hunks: Option<&[String]>,
+    offered: Option<&[Hunk]>,
+) -> Result<(), String> {
+    if decision != "allow" && decision != "deny" {
+        return Err(format!(
+            "invalid decision {decision:?}: expected \"allow\" or \"deny\""
+        ));
+    }
+    let Some(hunks) = hunks else { return Ok(()) };
+    if always {
+        return Err("hunks cannot be combined with always".to_owned());
+    }
+    let Some(offered) = offered else {
+        return Err("this approval request has no hunks to choose from".to_owned());
+    };
+    if decision == "deny" {
+        return Err("hunks apply to allow only; deny refuses the whole call".to_owned());
+    }
+    if hunks.is_empty() {
+        return Err("hunks is empty: allow at least one hunk, or deny the call".to_owned());
+    }
+    let unknown: Vec<&str> = hunks
+        .iter()
+        .filter(|id| !offered.iter().any(|hunk| &hunk.id == *id))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown hunk ids: {} (this request offers {})",
+            unknown.join(", "),
+            offered
+                .iter()
+                .map(|hunk| hunk.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ApprovalMode::*;
+
+    fn edit(path: &str) -> Effect {
+        Effect::Edit {
+            paths: vec![PathBuf::from(path)],
+        }
+    }
+
+    #[test]
+    fn the_mode_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        let inside = cwd.join("src/lib.rs").display().to_string();
+        let read = Effect::ReadOnly;
+        let shell = Effect::Exec { danger: None };
+        let dangerous = Effect::Exec {
+            danger: Some("sudo".into()),
+        };
+        let cases: &[(&Effect, [&str; 5])] = &[
+            (&read, ["run", "run", "run", "run", "run"]),
+            (&edit(&inside), ["ask", "refuse", "run", "run", "run"]),
+            (&edit("/etc/hosts"), ["ask", "refuse", "ask", "ask", "run"]),
+            (&shell, ["ask", "refuse", "ask", "run", "run"]),
+            (&dangerous, ["ask", "refuse", "ask", "ask", "run"]),
+        ];
+        for (effect, expected) in cases {
+            for (mode, want) in ApprovalMode::ALL.iter().zip(expected) {
+                let got = match gate(effect, *mode, "tool", cwd) {
+                    Gate::Run => "run",
+                    Gate::Ask => "ask",
+                    Gate::Refuse(_) => "refuse",
+                };
+                assert_eq!(got, *want, "{effect:?} in {mode}");
+            }
+        }
+    }
+
+    #[test]
+    fn symlinks_and_dotdot_escaping_the_cwd_are_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        assert!(is_inside(&dir.path().join("new/dir/file"), dir.path()));
+        assert!(!is_inside(&dir.path().join("link/file"), dir.path()));
+        assert!(!is_inside(&dir.path().join("../x"), dir.path()));
+    }
+
+    #[test]
+    fn gating_only_loosens_during_a_turn() {
+        assert_eq!(effective_mode(Manual, Auto), Auto);
+        assert_eq!(effective_mode(Auto, Manual), Auto);
+        assert_eq!(effective_mode(Plan, AutoEdit), AutoEdit);
+        assert_eq!(effective_mode(Manual, Plan), Manual);
+    }
+
+    #[test]
+    fn answers_are_validated() {
+        let hunks = vec![Hunk {
+            id: "f0h0".into(),
+            file: "a".into(),
+            header: "@@ -1 +1 @@".into(),
+            lines: vec![],
+        }];
+        assert!(validate_answer("allow", false, None, None).is_ok());
+        assert!(validate_answer("maybe", false, None, None).is_err());
+        let ids = vec!["f0h0".to_owned()];
+        assert!(validate_answer("allow", false, Some(&ids), Some(&hunks)).is_ok());
+        assert!(validate_answer("allow", true, Some(&ids), Some(&hunks)).is_err());
+        assert!(validate_answer("allow", false, Some(&ids), None).is_err());
+        let bad = vec!["f9h9".to_owned()];
+        let err = validate_answer("allow", false, Some(&bad), Some(&hunks)).unwrap_err();
+        assert!(err.contains("f9h9") && err.contains("f0h0"), "{err}");
+    }
+}

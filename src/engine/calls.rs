@@ -1,0 +1,337 @@
+//! Running the tool calls of one model reply: assessment, the approval policy, asking
+//! (or deferring when nobody watches), executing with streamed progress, and plans.
+//!
+//! A call that must not run never runs: refused (plan mode), denied, or deferred calls
+//! end with a `tool_output` whose text the model reads as the result, and the turn goes
+//! on. Every call of the reply gets exactly one result in the history, also when the
+//! turn is interrupted halfway.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::approvals::{Gate, gate};
+use super::deferred::{self, ActionState, DeferredAction};
+use super::history::TranscriptItem;
+use super::model::ToolCall;
+use super::plan::{PROPOSE_PLAN, new_plan_id};
+use super::shared::{Decision, PendingApproval};
+use super::tools::{Assessment, Tool, ToolContext, ToolOutput};
+use super::turn::TurnContext;
+use crate::protocol::Event;
+
+/// How often a running tool's output is shown (`tool_update`).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+
+pub enum CallsOutcome {
+    Continue,
+    /// `propose_plan` delivered a plan: the turn ends after this reply's calls.
+    PlanProposed,
+    Interrupted,
+}
+
+impl TurnContext {
+    /// Runs the calls of one reply in order.
+    pub(super) async fn run_calls(
+        &self,
+        calls: &[ToolCall],
+        plan_ids: &HashMap<String, String>,
+    ) -> CallsOutcome {
+        let mut plan_proposed = false;
+        for (done, call) in calls.iter().enumerate() {
+            if call.name == PROPOSE_PLAN {
+                let id = plan_ids.get(&call.id).cloned().unwrap_or_else(new_plan_id);
+                plan_proposed |= self.propose_plan(call, id).await;
+                continue;
+            }
+            self.emitter
+                .emit(Event::ToolStart {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                })
+                .await;
+            let outcome = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => None,
+                outcome = self.call(call) => Some(outcome),
+            };
+            let Some(outcome) = outcome else {
+                self.emitter.change(|shared| {
+                    for call in &calls[done..] {
+                        shared.history.push_tool_result(
+                            call,
+                            "interrupted by the user".into(),
+                            true,
+                        );
+                    }
+                });
+                return CallsOutcome::Interrupted;
+            };
+            self.emitter
+                .emit_with(|shared| {
+                    shared
+                        .history
+                        .push_tool_result(call, outcome.output.clone(), outcome.is_error);
+                    let event = Event::ToolOutput {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        output: outcome.output,
+                        is_error: outcome.is_error,
+                    };
+                    (Some(event), ())
+                })
+                .await;
+        }
+        if plan_proposed {
+            CallsOutcome::PlanProposed
+        } else {
+            CallsOutcome::Continue
+        }
+    }
+
+    /// One call, from arguments to result, through the approval policy.
+    async fn call(&self, call: &ToolCall) -> ToolOutput {
+        let Some(tool) = self.tools.get(&call.name) else {
+            return ToolOutput::error(format!("unknown tool: {}", call.name));
+        };
+        let args = match parse_arguments(&call.arguments) {
+            Ok(args) => args,
+            Err(message) => return ToolOutput::error(format!("{}: {message}", call.name)),
+        };
+        let mut ctx = self.tool_context();
+        let assessment = match tool.assess(&args, &ctx).await {
+            Ok(assessment) => assessment,
+            Err(output) => return output,
+        };
+        match gate(
+            &assessment.effect,
+            self.current_mode(),
+            &call.name,
+            &self.cwd,
+        ) {
+            Gate::Run => self.execute(&tool, call, args, ctx).await,
+            Gate::Refuse(message) => ToolOutput::error(message),
+            Gate::Ask => match self.ask(call, &args, assessment).await {
+                Verdict::Run { hunks } => {
+                    ctx.hunks = hunks;
+                    self.execute(&tool, call, args, ctx).await
+                }
+                Verdict::Denied => ToolOutput::error(format!(
+                    "denied: the user did not allow this {} call, so it did not run. Do not \
+                     retry it unchanged; ask the user or take another approach.",
+                    call.name
+                )),
+                Verdict::Deferred(id) => ToolOutput::ok(format!(
+                    "submitted for confirmation: nobody is watching this session, so the \
+                     call was recorded as deferred action {id} for the user to decide later; \
+                     you will be told the outcome. It has not run. Continue with work that \
+                     does not depend on it."
+                )),
+            },
+        }
+    }
+
+    fn tool_context(&self) -> ToolContext {
+        ToolContext {
+            cwd: self.cwd.clone(),
+            env: self.env.clone(),
+            cancel: self.cancel.child_token(),
+            progress: Default::default(),
+            hunks: None,
+        }
+    }
+
+    /// Asks for approval: waits for the answer, or records a deferred action when the
+    /// session is (or becomes) unattended.
+    async fn ask(
+        &self,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        assessment: Assessment,
+    ) -> Verdict {
+        let (answer, answered) = oneshot::channel();
+        let request = Event::ApprovalRequest {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            summary: assessment.summary.clone(),
+            subagent_id: None,
+            hunks: assessment.hunks.clone(),
+        };
+        let asked = self
+            .emitter
+            .emit_with(|shared| {
+                if shared.allowlist.contains(&call.name) {
+                    return (None, Some(Decision::Allow { hunks: None }));
+                }
+                if !shared.attended {
+                    return (None, Some(Decision::Defer));
+                }
+                shared.approvals.push(PendingApproval {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    summary: assessment.summary.clone(),
+                    hunks: assessment.hunks.clone(),
+                    answer,
+                });
+                (Some(request), None)
+            })
+            .await;
+        // A dropped answer means the request was cleared (interrupt): deny.
+        let decision = match asked {
+            Some(decision) => decision,
+            None => answered.await.unwrap_or(Decision::Deny),
+        };
+        match decision {
+            Decision::Allow { hunks } => Verdict::Run { hunks },
+            Decision::Deny => Verdict::Denied,
+            Decision::Defer => self.defer(call, args, &assessment).await,
+        }
+    }
+
+    /// Records a deferred action, or reuses the open one or the decision made for the
+    /// same call. Allowed calls run; otherwise the model learns the call is pending.
+    async fn defer(
+        &self,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        assessment: &Assessment,
+    ) -> Verdict {
+        let digest = deferred::digest(&call.name, args, &self.cwd);
+        let created_at = deferred::now_ms();
+        let known = self
+            .emitter
+            .emit_with(|shared| {
+                if let Some(action) = shared.deferred.by_digest(&digest) {
+                    return (None, (action.id.clone(), action.state.clone()));
+                }
+                let id = deferred::new_action_id(created_at);
+                let event = Event::ActionDeferred {
+                    id: id.clone(),
+                    session_id: self.session_id.clone(),
+                    cwd: self.cwd.display().to_string(),
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: args.clone(),
+                    summary: assessment.summary.clone(),
+                    subagent_id: None,
+                    digest: digest.clone(),
+                    created_at,
+                };
+                shared.deferred.insert(DeferredAction {
+                    id: id.clone(),
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: args.clone(),
+                    summary: assessment.summary.clone(),
+                    cwd: self.cwd.clone(),
+                    digest: digest.clone(),
+                    created_at,
+                    state: ActionState::Open,
+                });
+                (Some(event), (id, ActionState::Open))
+            })
+            .await;
+        match known {
+            (_, ActionState::Allowed(_)) => Verdict::Run { hunks: None },
+            (_, ActionState::Denied) => Verdict::Denied,
+            (id, ActionState::Open | ActionState::Running) => Verdict::Deferred(id),
+        }
+    }
+
+    /// Runs an allowed call, turning its progress into `tool_update` events.
+    async fn execute(
+        &self,
+        tool: &Arc<dyn Tool>,
+        call: &ToolCall,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> ToolOutput {
+        let progress = ctx.progress.clone();
+        let run = tool.run(args, ctx);
+        tokio::pin!(run);
+        let mut ticks = tokio::time::interval(PROGRESS_INTERVAL);
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                output = &mut run => return output,
+                _ = ticks.tick() => {
+                    if let Some(output) = progress.take() {
+                        self.emitter
+                            .emit(Event::ToolUpdate {
+                                call_id: call.id.clone(),
+                                name: call.name.clone(),
+                                output,
+                            })
+                            .await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Shows a delivered plan and records it. False when its arguments are unusable
+    /// (the model is told why and the turn continues).
+    async fn propose_plan(&self, call: &ToolCall, id: String) -> bool {
+        let args = parse_arguments(&call.arguments).unwrap_or_default();
+        let field = |key: &str| {
+            args.get(key)
+                .and_then(|value| value.as_str())
+                .map(str::to_owned)
+                .filter(|text| !text.trim().is_empty())
+        };
+        let (Some(title), Some(markdown)) = (field("title"), field("markdown")) else {
+            self.emitter.change(|shared| {
+                shared.history.push_tool_result(
+                    call,
+                    "propose_plan needs a non-empty `title` and `markdown`; call it again with the complete plan.".into(),
+                    true,
+                )
+            });
+            return false;
+        };
+        self.emitter
+            .emit_with(|shared| {
+                shared.history.push_tool_result(
+                    call,
+                    "The plan was delivered to the user for review. Stop here and wait for their decision.".into(),
+                    false,
+                );
+                shared.history.transcript.push(TranscriptItem::Plan {
+                    id: id.clone(),
+                    title: title.clone(),
+                    content: markdown.clone(),
+                    status: "pending".into(),
+                });
+                let event = Event::ProposedPlan {
+                    id,
+                    title,
+                    markdown,
+                    status: "pending".into(),
+                };
+                (Some(event), ())
+            })
+            .await;
+        true
+    }
+}
+
+/// What became of a call that needed approval.
+enum Verdict {
+    Run {
+        hunks: Option<Vec<String>>,
+    },
+    Denied,
+    /// Recorded (or already recorded) as this deferred action; not run.
+    Deferred(String),
+}
+
+pub fn parse_arguments(raw: &str) -> Result<serde_json::Value, String> {
+    let raw = if raw.trim().is_empty() { "{}" } else { raw };
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(value @ serde_json::Value::Object(_)) => Ok(value),
+        Ok(_) => Err("arguments must be a JSON object".to_owned()),
+        Err(err) => Err(format!("arguments are not valid JSON ({err})")),
+    }
+}

@@ -1,0 +1,124 @@
+//! Deferred actions: gated calls recorded while nobody watches the session.
+//!
+//! An unattended session cannot ask, so a call that would need approval is recorded
+//! instead and the model is told it was submitted for confirmation. The same call
+//! (tool, arguments, working directory) made again reuses the open action, or the
+//! decision already made for it, rather than piling up duplicates.
+
+use std::path::{Path, PathBuf};
+
+use super::tools::ToolOutput;
+
+#[derive(Debug, Clone)]
+pub struct DeferredAction {
+    pub id: String,
+    pub call_id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub summary: String,
+    pub cwd: PathBuf,
+    pub digest: String,
+    pub created_at: u64,
+    pub state: ActionState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionState {
+    Open,
+    /// Allowed; the call is running in the background.
+    Running,
+    Allowed(ToolOutput),
+    Denied,
+}
+
+#[derive(Debug, Default)]
+pub struct DeferredActions {
+    actions: Vec<DeferredAction>,
+}
+
+impl DeferredActions {
+    pub fn by_digest(&self, digest: &str) -> Option<&DeferredAction> {
+        self.actions
+            .iter()
+            .rev()
+            .find(|action| action.digest == digest)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&DeferredAction> {
+        self.actions.iter().find(|action| action.id == id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut DeferredAction> {
+        self.actions.iter_mut().find(|action| action.id == id)
+    }
+
+    pub fn insert(&mut self, action: DeferredAction) {
+        self.actions.push(action);
+    }
+}
+
+/// Identifies "the same call": tool, canonical arguments (object keys sorted) and cwd.
+pub fn digest(name: &str, arguments: &serde_json::Value, cwd: &Path) -> String {
+    // serde_json's map is ordered by key, so `to_string` is canonical.
+    let canonical = format!("{name}\0{arguments}\0{}", cwd.display());
+    format!("{:016x}", fnv1a(canonical.as_bytes()))
+}
+
+/// `act-<epoch ms>-<8 hex>`, as the protocol's examples spell action ids.
+pub fn new_action_id(now_ms: u64) -> String {
+    let random = uuid::Uuid::new_v4().as_u128() as u32;
+    format!("act-{now_ms}-{random:08x}")
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn digest_ignores_key_order_but_not_values_or_cwd() {
+        let a = digest(
+            "bash",
+            &json!({"command": "make", "timeout_ms": 5}),
+            Path::new("/p"),
+        );
+        let b = digest(
+            "bash",
+            &json!({"timeout_ms": 5, "command": "make"}),
+            Path::new("/p"),
+        );
+        let c = digest("bash", &json!({"command": "make deploy"}), Path::new("/p"));
+        let d = digest(
+            "bash",
+            &json!({"command": "make", "timeout_ms": 5}),
+            Path::new("/q"),
+        );
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, d);
+        assert_eq!(a.len(), 16);
+    }
+
+    #[test]
+    fn action_ids_look_like_the_spec() {
+        let id = new_action_id(1_727_500_000_000);
+        assert!(id.starts_with("act-1727500000000-"), "{id}");
+        assert_eq!(id.len(), "act-1727500000000-3f9a1c2b".len());
+    }
+}

@@ -1,0 +1,335 @@
+//! The session task: owns one session's state and turns ops into events.
+//!
+//! Everything that changes what runs next (the queue, the running turn, the model) lives
+//! in this one task and is changed only here, in op order. The running turn is a
+//! separate task (see [`super::turn`]) so that ops keep flowing while it streams; the
+//! two share only [`Shared`] (history, open approvals, mode, ...) and the steer inbox.
+//!
+//! Ops are handled in the submodules: `queue` (messages, steer, unqueue, interrupt),
+//! `gating` (approval mode, approvals, attended, deferred actions), `plans`,
+//! `models` (slash commands and model switching), `snapshot` (startup batch and
+//! late-joiner state).
+
+mod gating;
+mod models;
+mod plans;
+mod queue;
+mod snapshot;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::emitter::{Emitter, Outbound};
+use super::model::{ModelCatalog, ResolvedModel};
+use super::shared::Shared;
+use super::tokens;
+use super::tools::{ToolOutput, ToolRegistry};
+use super::turn::{self, SteerInbox, TurnContext, TurnEnd, TurnOutcome};
+use crate::config::ApprovalMode;
+use crate::protocol::{Event, ModelStatus, Op, TurnUsage, UserInput};
+
+/// Everything needed to start a session; built by `crate::host`.
+pub struct SessionParams {
+    pub session_id: String,
+    pub cwd: PathBuf,
+    /// The session's environment: tools run with it (the client's, in the daemon).
+    pub env: Arc<HashMap<String, String>>,
+    pub profile_dir: PathBuf,
+    pub config_path: PathBuf,
+    pub system_prompt: String,
+    pub approval_mode: ApprovalMode,
+    /// `reasoning_effort` from the config, applied when the model supports it.
+    pub reasoning_effort: Option<String>,
+    pub catalog: Arc<dyn ModelCatalog>,
+    pub tools: ToolRegistry,
+    /// Problems found while loading the config, reported as `error` at startup.
+    pub startup_errors: Vec<String>,
+}
+
+/// One input to a session.
+#[derive(Debug)]
+pub enum Input {
+    Op(Op),
+    /// A line that is not a valid op; carries the complete error message.
+    Malformed(String),
+    /// A client attaches: answer with [`Outbound::Snapshot`] carrying this token.
+    Snapshot {
+        token: u64,
+    },
+}
+
+/// Capacity of a session's inbound queue; a client that sends faster than the session
+/// handles ops waits (stdio) rather than growing memory.
+pub const INPUT_QUEUE: usize = 256;
+
+pub struct SessionHandle {
+    pub inputs: mpsc::Sender<Input>,
+    /// Ends when the session ends: `shutdown`, `/quit`, `/exit`, or the input channel
+    /// closing.
+    pub task: JoinHandle<()>,
+}
+
+/// Starts a session; its startup batch is the first thing it emits.
+pub fn spawn(params: SessionParams, events: mpsc::Sender<Outbound>) -> SessionHandle {
+    let (inputs, rx) = mpsc::channel(INPUT_QUEUE);
+    let task = tokio::spawn(async move {
+        let mut session = Session::start(params, events).await;
+        session.run(rx).await;
+    });
+    SessionHandle { inputs, task }
+}
+
+struct RunningTurn {
+    cancel: CancellationToken,
+    handle: JoinHandle<TurnOutcome>,
+    steer: SteerInbox,
+}
+
+/// Work finished in the background that the session task must act on.
+enum Internal {
+    /// A deferred action the user allowed has run.
+    ActionRan { id: String, output: ToolOutput },
+}
+
+struct Session {
+    params: SessionParams,
+    emitter: Emitter,
+    model: ResolvedModel,
+    effort: Option<String>,
+    queue: VecDeque<UserInput>,
+    turn: Option<RunningTurn>,
+    /// Cumulative USD over the session's turns.
+    cost: f64,
+    last_model_status: Option<ModelStatus>,
+    internal_tx: mpsc::Sender<Internal>,
+    internal_rx: mpsc::Receiver<Internal>,
+}
+
+enum Wake {
+    TurnDone(Result<TurnOutcome, tokio::task::JoinError>),
+    Input(Option<Input>),
+    Internal(Internal),
+}
+
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Session {
+    async fn start(params: SessionParams, events: mpsc::Sender<Outbound>) -> Self {
+        tokens::warm_up();
+        let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode)));
+        let emitter = Emitter::new(&params.session_id, events, shared);
+        let mut errors = params.startup_errors.clone();
+        let model = match params.catalog.default_model() {
+            Ok(model) => model,
+            Err(err) => {
+                errors.push(format!("{err}; using the offline demo model replay/demo"));
+                params.catalog.fallback()
+            }
+        };
+        model.client.warm_up();
+        let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
+        let (internal_tx, internal_rx) = mpsc::channel(16);
+        let mut session = Self {
+            emitter,
+            model,
+            effort,
+            queue: VecDeque::new(),
+            turn: None,
+            cost: 0.0,
+            last_model_status: None,
+            params,
+            internal_tx,
+            internal_rx,
+        };
+        session.emit_startup(errors).await;
+        session
+    }
+
+    async fn run(&mut self, mut inputs: mpsc::Receiver<Input>) {
+        loop {
+            let wake = match &mut self.turn {
+                Some(turn) => tokio::select! {
+                    biased;
+                    outcome = &mut turn.handle => Wake::TurnDone(outcome),
+                    Some(internal) = self.internal_rx.recv() => Wake::Internal(internal),
+                    input = inputs.recv() => Wake::Input(input),
+                },
+                None => tokio::select! {
+                    biased;
+                    Some(internal) = self.internal_rx.recv() => Wake::Internal(internal),
+                    input = inputs.recv() => Wake::Input(input),
+                },
+            };
+            let flow = match wake {
+                Wake::TurnDone(outcome) => {
+                    self.finish_turn(outcome).await;
+                    Flow::Continue
+                }
+                Wake::Internal(Internal::ActionRan { id, output }) => {
+                    self.action_ran(id, output).await;
+                    Flow::Continue
+                }
+                Wake::Input(None) => Flow::Stop,
+                Wake::Input(Some(Input::Malformed(message))) => {
+                    self.emitter.error(message).await;
+                    Flow::Continue
+                }
+                Wake::Input(Some(Input::Snapshot { token })) => {
+                    self.snapshot(token).await;
+                    Flow::Continue
+                }
+                Wake::Input(Some(Input::Op(op))) => self.handle(op).await,
+            };
+            if flow == Flow::Stop {
+                break;
+            }
+        }
+        if let Some(turn) = self.turn.take() {
+            turn.cancel.cancel();
+            let _ = turn.handle.await;
+        }
+    }
+
+    async fn handle(&mut self, op: Op) -> Flow {
+        match op {
+            Op::UserMessage(input) => self.submit(input).await,
+            Op::Command { input } => return self.command(&input).await,
+            Op::Steer { index } => self.steer(index).await,
+            Op::Unqueue { index } => self.unqueue(index).await,
+            Op::Interrupt { index } => self.interrupt(index).await,
+            Op::SetApprovalMode { mode } => self.set_approval_mode(&mode).await,
+            Op::Approve(answer) => {
+                self.approve(
+                    &answer.call_id,
+                    &answer.decision,
+                    answer.always,
+                    answer.hunks,
+                )
+                .await
+            }
+            Op::SetAttended { attended } => self.set_attended(attended).await,
+            Op::DecideAction { action, decision } => self.decide_action(&action, &decision).await,
+            Op::ApprovePlan(answer) => {
+                self.approve_plan(&answer.id, &answer.decision, answer.mode, answer.feedback)
+                    .await
+            }
+            Op::AgentRuns => {
+                self.emitter
+                    .emit(Event::AgentRuns {
+                        workflows: Vec::new(),
+                        agents: Vec::new(),
+                    })
+                    .await;
+            }
+            Op::SubagentTranscript { agent_id } => {
+                self.emitter
+                    .error(format!("unknown agent: {agent_id}"))
+                    .await;
+            }
+            Op::McpList | Op::McpSet(_) | Op::McpRemove(_) | Op::McpToggle(_) => {
+                self.emitter
+                    .error("MCP servers are not available in this build")
+                    .await;
+            }
+            Op::Shutdown => return Flow::Stop,
+        }
+        Flow::Continue
+    }
+
+    fn start_turn(&mut self, input: UserInput) {
+        let cancel = CancellationToken::new();
+        let steer = SteerInbox::default();
+        let mode = self.emitter.change(|shared| {
+            shared.status = "streaming".to_owned();
+            shared.mode
+        });
+        let ctx = TurnContext {
+            emitter: self.emitter.clone(),
+            model: self.model.clone(),
+            reasoning_effort: self.effort.clone(),
+            system: Arc::from(self.params.system_prompt.as_str()),
+            tools: self.params.tools.clone(),
+            cwd: self.params.cwd.clone(),
+            env: self.params.env.clone(),
+            session_id: self.params.session_id.clone(),
+            mode,
+            steer: steer.clone(),
+            cancel: cancel.clone(),
+        };
+        let handle = tokio::spawn(turn::run(ctx, input));
+        self.turn = Some(RunningTurn {
+            cancel,
+            handle,
+            steer,
+        });
+    }
+
+    async fn finish_turn(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
+        let Some(turn) = self.turn.take() else { return };
+        self.requeue_steered(&turn.steer);
+        self.emitter.change(|shared| shared.approvals.clear());
+        match outcome {
+            Ok(TurnOutcome {
+                end: TurnEnd::Completed,
+                usage,
+            }) => {
+                self.emitter.emit(Event::Usage(usage)).await;
+                self.emit_context_usage(&usage).await;
+                self.emitter.status("ready").await;
+            }
+            Ok(TurnOutcome {
+                end: TurnEnd::Failed,
+                usage,
+            }) => {
+                self.cost += tokens::cost(&usage, &self.model.info);
+                self.emitter.status("ready").await;
+            }
+            Ok(TurnOutcome {
+                end: TurnEnd::Interrupted,
+                ..
+            }) => {
+                self.emitter.status("interrupted").await;
+            }
+            Err(err) => {
+                tracing::error!(%err, "turn task failed");
+                self.emitter
+                    .error(format!(
+                        "internal error: the turn stopped unexpectedly ({err})"
+                    ))
+                    .await;
+                self.emitter.status("ready").await;
+            }
+        }
+        self.start_next().await;
+    }
+
+    async fn emit_context_usage(&mut self, usage: &TurnUsage) {
+        self.cost += tokens::cost(usage, &self.model.info);
+        let system = self.params.system_prompt.clone();
+        let messages = self
+            .emitter
+            .change(|shared| shared.history.messages.clone());
+        let specs = self.params.tools.specs();
+        // Counting walks the whole conversation; keep it off the async workers.
+        let tokens =
+            tokio::task::spawn_blocking(move || tokens::count_context(&system, &messages, &specs))
+                .await
+                .unwrap_or(0);
+        self.emitter
+            .emit(Event::ContextUsage {
+                tokens,
+                tokenizer: tokens::TOKENIZER.to_owned(),
+                cost: self.cost,
+            })
+            .await;
+    }
+}

@@ -1,0 +1,146 @@
+//! Slash commands, and choosing the model and its reasoning effort.
+
+use super::{Flow, Session};
+use crate::engine::commands::{self, Command};
+use crate::engine::model::ResolvedModel;
+use crate::engine::session::snapshot::context_limit;
+use crate::protocol::{Event, ModelStatus, ModelViewEntry};
+
+impl Session {
+    pub(super) async fn command(&mut self, input: &str) -> Flow {
+        let command = match commands::parse(input) {
+            Ok(command) => command,
+            Err(message) => {
+                self.emitter.error(message).await;
+                return Flow::Continue;
+            }
+        };
+        match command {
+            Command::Help => self.emitter.info(commands::help_text()).await,
+            Command::Quit => return Flow::Stop,
+            Command::ModelView => self.emit_model_view().await,
+            Command::SwitchModel { name, effort } => self.switch_model(name, effort).await,
+            Command::Transcript => {
+                let items = self.transcript_items();
+                self.emitter.emit(Event::Transcript { items }).await;
+            }
+            Command::Approve {
+                call_id,
+                decision,
+                always,
+                hunks,
+            } => self.approve(call_id, decision, always, hunks).await,
+            Command::Plan(args) => self.plan_command(args).await,
+        }
+        Flow::Continue
+    }
+
+    async fn switch_model(&mut self, name: &str, effort: Option<&str>) {
+        let model = match self
+            .params
+            .catalog
+            .resolve(name, Some(&self.model.provider))
+        {
+            Ok(model) => model,
+            Err(message) => {
+                self.emitter.error(message).await;
+                return;
+            }
+        };
+        if let Some(effort) = effort
+            && !model.info.reasoning_efforts.iter().any(|e| e == effort)
+        {
+            let message = if model.info.reasoning_efforts.is_empty() {
+                format!("{} takes no reasoning effort", model.full_name())
+            } else {
+                format!(
+                    "unknown reasoning effort {effort:?} for {}: expected one of {}",
+                    model.full_name(),
+                    model.info.reasoning_efforts.join(", ")
+                )
+            };
+            self.emitter.error(message).await;
+            return;
+        }
+        self.effort = pick_effort(&model, effort, self.effort.as_deref());
+        model.client.warm_up();
+        self.model = model;
+        self.emit_model_status().await;
+    }
+
+    async fn emit_model_view(&mut self) {
+        let active = self.model.full_name();
+        let mut models: Vec<ModelViewEntry> = self
+            .params
+            .catalog
+            .list()
+            .into_iter()
+            .map(|(name, info)| ModelViewEntry {
+                active: name == active,
+                model: name,
+                context_window: info.context_window,
+                max_output_tokens: info.max_output_tokens,
+                reasoning_efforts: info.reasoning_efforts,
+            })
+            .collect();
+        if !models.iter().any(|entry| entry.active) {
+            models.insert(
+                0,
+                ModelViewEntry {
+                    model: active,
+                    active: true,
+                    context_window: self.model.info.context_window,
+                    max_output_tokens: self.model.info.max_output_tokens,
+                    reasoning_efforts: self.model.info.reasoning_efforts.clone(),
+                },
+            );
+        }
+        self.emitter
+            .emit(Event::ModelView {
+                models,
+                active_effort: self.effort.clone(),
+            })
+            .await;
+    }
+
+    pub(super) fn model_status(&self) -> ModelStatus {
+        let info = &self.model.info;
+        ModelStatus {
+            provider: self.model.provider.clone(),
+            model: self.model.model.clone(),
+            reasoning_effort: self.effort.clone(),
+            context_window: info.context_window,
+            context_limit: context_limit(info.context_window),
+            max_output_tokens: info.max_output_tokens,
+            reasoning_efforts: info.reasoning_efforts.clone(),
+            state: self.model.state.clone(),
+        }
+    }
+
+    /// Emits `model_status` unless it would repeat the last one verbatim.
+    pub(super) async fn emit_model_status(&mut self) {
+        let status = self.model_status();
+        if self.last_model_status.as_ref() == Some(&status) {
+            return;
+        }
+        self.last_model_status = Some(status.clone());
+        self.emitter.emit(Event::ModelStatus(status)).await;
+    }
+}
+
+/// The effort to use on `model`: the one asked for, else the current one if the model
+/// takes it, else `medium`, else the model's first; `None` for models without efforts.
+pub(super) fn pick_effort(
+    model: &ResolvedModel,
+    asked: Option<&str>,
+    current: Option<&str>,
+) -> Option<String> {
+    let efforts = &model.info.reasoning_efforts;
+    let supported = |effort: &str| efforts.iter().any(|e| e == effort);
+    [asked, current, Some("medium")]
+        .into_iter()
+        .flatten()
+        .find(|effort| supported(effort))
+        .map(str::to_owned)
+        .or_else(|| efforts.first().cloned())
+}

@@ -1,0 +1,114 @@
+//! What a client sees first: the startup batch when the session starts, and for a
+//! client attaching later, the startup batch plus the state it needs to render.
+
+use super::Session;
+use crate::engine::commands;
+use crate::engine::history::TranscriptItem;
+use crate::engine::shared::Shared;
+use crate::protocol::{Event, VERSION};
+
+impl Session {
+    pub(super) async fn emit_startup(&mut self, errors: Vec<String>) {
+        let mode = self.emitter.change(|shared| shared.mode);
+        let [startup, _, command_list, approval_mode, mcp_servers] = self.startup_batch(mode);
+        self.emitter.emit(startup).await;
+        self.emit_model_status().await;
+        for event in [command_list, approval_mode, mcp_servers] {
+            self.emitter.emit(event).await;
+        }
+        for error in errors {
+            self.emitter.error(error).await;
+        }
+        if let Some(notice) = self.model.notice.clone() {
+            self.emitter.info(notice).await;
+        }
+    }
+
+    /// `startup`, `model_status`, `command_list`, `approval_mode`, `mcp_servers`.
+    fn startup_batch(&self, mode: crate::config::ApprovalMode) -> [Event; 5] {
+        let params = &self.params;
+        [
+            Event::Startup {
+                version: VERSION.to_owned(),
+                session_id: params.session_id.clone(),
+                profile_dir: params.profile_dir.display().to_string(),
+                config_path: params.config_path.display().to_string(),
+                cwd: params.cwd.display().to_string(),
+                model: self.model.full_name(),
+                context_window: self.model.info.context_window,
+            },
+            Event::ModelStatus(self.model_status()),
+            Event::CommandList {
+                commands: commands::command_list(),
+            },
+            Event::ApprovalMode {
+                mode: mode.to_string(),
+            },
+            Event::McpServers {
+                servers: Vec::new(),
+            },
+        ]
+    }
+
+    /// Answers a late joiner: the startup batch, the conversation so far (with the
+    /// reply streaming right now), the queue, open approval requests, whether the
+    /// session is attended, and the current status. Built and queued under the shared
+    /// lock, so the live events that follow it continue exactly where it ends.
+    pub(super) async fn snapshot(&mut self, token: u64) {
+        let pending = self.pending_contents();
+        self.emitter
+            .snapshot(token, |shared| {
+                let mut events = Vec::from(self.startup_batch(shared.mode));
+                events.push(Event::Transcript {
+                    items: transcript_with_streaming(shared),
+                });
+                events.push(Event::PendingMessages { messages: pending });
+                for pending in &shared.approvals {
+                    events.push(Event::ApprovalRequest {
+                        call_id: pending.call_id.clone(),
+                        name: pending.name.clone(),
+                        summary: pending.summary.clone(),
+                        subagent_id: None,
+                        hunks: pending.hunks.clone(),
+                    });
+                }
+                if !shared.attended {
+                    events.push(Event::Attended { attended: false });
+                }
+                events.push(Event::status(shared.status.clone()));
+                events
+            })
+            .await;
+    }
+
+    pub(super) fn transcript_items(&self) -> Vec<serde_json::Value> {
+        self.emitter
+            .change(|shared| shared.history.transcript_json())
+    }
+}
+
+fn transcript_with_streaming(shared: &Shared) -> Vec<serde_json::Value> {
+    let mut items = shared.history.transcript_json();
+    if let Some(text) = &shared.streaming
+        && let Ok(item) = serde_json::to_value(TranscriptItem::Assistant {
+            content: text.clone(),
+        })
+    {
+        items.push(item);
+    }
+    items
+}
+
+/// The share of the window a conversation may fill before it must be compacted: 80 %,
+/// which leaves room for the reply and the compaction summary itself.
+pub fn context_limit(context_window: u64) -> u64 {
+    context_window / 5 * 4
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn context_limit_is_four_fifths() {
+        assert_eq!(super::context_limit(200_000), 160_000);
+    }
+}

@@ -1,0 +1,79 @@
+//! The part of a session's state that both the session task and its running turn touch.
+//!
+//! It sits behind one mutex, held only for short synchronous changes (never across an
+//! await), and is changed together with the event that announces the change (see
+//! [`super::emitter::Emitter::emit_with`]) so that a late-joining client's snapshot and
+//! the live stream agree exactly.
+
+use std::collections::BTreeSet;
+
+use tokio::sync::oneshot;
+
+use super::deferred::DeferredActions;
+use super::history::History;
+use super::tools::Hunk;
+use crate::config::ApprovalMode;
+
+pub struct Shared {
+    pub history: History,
+    /// Text of the reply streaming right now, so a client attaching mid-reply sees it.
+    pub streaming: Option<String>,
+    /// Open approval requests, oldest first.
+    pub approvals: Vec<PendingApproval>,
+    /// The last `status` message; `streaming` while a turn runs.
+    pub status: String,
+    /// The session's approval mode (a running turn may use a looser one; see
+    /// `super::approvals`).
+    pub mode: ApprovalMode,
+    /// Tools the user allowed for the rest of the session (`approve` with `always`).
+    pub allowlist: BTreeSet<String>,
+    /// Whether a client is watching; unattended sessions defer instead of asking.
+    pub attended: bool,
+    pub deferred: DeferredActions,
+}
+
+impl Shared {
+    pub fn new(mode: ApprovalMode) -> Self {
+        Self {
+            history: History::default(),
+            streaming: None,
+            approvals: Vec::new(),
+            status: "ready".to_owned(),
+            mode,
+            allowlist: BTreeSet::new(),
+            attended: true,
+            deferred: DeferredActions::default(),
+        }
+    }
+
+    /// Removes and returns the open approval with this call id.
+    pub fn take_approval(&mut self, call_id: &str) -> Option<PendingApproval> {
+        let position = self
+            .approvals
+            .iter()
+            .position(|pending| pending.call_id == call_id)?;
+        Some(self.approvals.remove(position))
+    }
+}
+
+/// An approval request waiting for an answer.
+pub struct PendingApproval {
+    pub call_id: String,
+    pub name: String,
+    pub summary: String,
+    pub hunks: Option<Vec<Hunk>>,
+    /// Where the answer goes: the turn waiting on this call.
+    pub answer: oneshot::Sender<Decision>,
+}
+
+/// The answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run the call; with `hunks`, apply only those.
+    Allow {
+        hunks: Option<Vec<String>>,
+    },
+    Deny,
+    /// The session turned unattended: record the call as a deferred action.
+    Defer,
+}
