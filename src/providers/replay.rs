@@ -165,7 +165,8 @@ impl Inner {
         let chunk = reply.chunk.unwrap_or(DEFAULT_CHUNK);
         let mut tail: Vec<ModelEvent> = Vec::new();
         let has_calls = !reply.tool_calls.is_empty();
-        for call in reply.tool_calls {
+        let mut calls = Vec::new();
+        for (index, call) in reply.tool_calls.into_iter().enumerate() {
             let id = call.id.unwrap_or_else(|| {
                 format!("call_{}", self.next_call_id.fetch_add(1, Ordering::Relaxed))
             });
@@ -174,12 +175,23 @@ impl Inner {
                 Value::String(text) => text,
                 other => other.to_string(),
             };
-            tail.push(ModelEvent::ToolCall(ToolCall {
+            // Arguments stream in pieces first, as a real provider sends them, so a
+            // plan being written shows up as drafts.
+            let mut name = Some(call.name.clone());
+            for piece in split(&arguments, chunk.max(1) * 8) {
+                tail.push(ModelEvent::ToolCallDelta {
+                    index,
+                    name: name.take(),
+                    arguments: piece.to_owned(),
+                });
+            }
+            calls.push(ModelEvent::ToolCall(ToolCall {
                 id,
                 name: call.name,
                 arguments,
             }));
         }
+        tail.extend(calls);
         if let Some(usage) = reply.usage {
             tail.push(ModelEvent::Usage(TurnUsage {
                 input_tokens: usage.prompt_tokens,

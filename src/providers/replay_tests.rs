@@ -78,7 +78,35 @@ async fn events_come_in_order() {
         r#"{"text":"second","tool_calls":[{"name":"noop"}]}"#,
         "\n",
     ));
-    let got = events(&client, &request(vec![user("hi")])).await.unwrap();
+    let all = events(&client, &request(vec![user("hi")])).await.unwrap();
+    // Arguments stream as deltas (by call index) before the complete calls.
+    let mut streamed: Vec<(Option<String>, String)> = vec![(None, String::new()); 3];
+    for event in &all {
+        if let ModelEvent::ToolCallDelta {
+            index,
+            name,
+            arguments,
+        } = event
+        {
+            if name.is_some() {
+                streamed[*index].0.clone_from(name);
+            }
+            streamed[*index].1.push_str(arguments);
+        }
+    }
+    assert_eq!(
+        streamed[0],
+        (Some("read_file".into()), r#"{"path":"a"}"#.into())
+    );
+    assert_eq!(
+        streamed[1],
+        (Some("shell".into()), r#"{"command":"ls"}"#.into())
+    );
+    assert_eq!(streamed[2], (Some("noop".into()), "{}".into()));
+    let got: Vec<ModelEvent> = all
+        .into_iter()
+        .filter(|event| !matches!(event, ModelEvent::ToolCallDelta { .. }))
+        .collect();
     let call = |id: &str, name: &str, arguments: &str| {
         ModelEvent::ToolCall(ToolCall {
             id: id.into(),
@@ -109,7 +137,7 @@ async fn events_come_in_order() {
     );
     let got = events(&client, &request(vec![user("hi")])).await.unwrap();
     assert_eq!(
-        got[2],
+        got[3],
         call("call_3", "noop", "{}"),
         "ids stay unique per client"
     );

@@ -5,5 +5,6 @@ mod common;
 
 mod attachments;
 mod basics;
+mod plans;
 mod queue;
 mod turns;
