@@ -93,3 +93,74 @@ fn is_inside(path: &std::path::Path, dir: &std::path::Path) -> bool {
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     path.starts_with(dir)
 }
+
+/// The engine as the daemon hosts it: each `open` builds a session from the profile,
+/// exactly as in-process `serve` does, so the two speak the same protocol line for line.
+pub struct EngineHost {
+    profile: Profile,
+}
+
+impl EngineHost {
+    pub fn new(profile: Profile) -> Self {
+        Self { profile }
+    }
+}
+
+impl jucode_daemon::Host for EngineHost {
+    type Input = crate::engine::Input;
+    type Output = crate::engine::Outbound;
+
+    fn hello(&self) -> bytes::Bytes {
+        crate::protocol::hello_line()
+    }
+
+    fn open(
+        &self,
+        params: jucode_daemon::OpenParams,
+    ) -> Result<jucode_daemon::Hosted<Self::Input, Self::Output>, String> {
+        let cwd = match params.cwd {
+            Some(cwd) if cwd.is_absolute() => cwd,
+            Some(cwd) => return Err(format!("cwd must be an absolute path, got {}", cwd.display())),
+            None if params.chat => self.profile.chats_dir(),
+            None => return Err("open needs an absolute cwd (or chat: true)".to_owned()),
+        };
+        if !params.chat && !cwd.is_dir() {
+            return Err(format!("cwd {} is not a directory", cwd.display()));
+        }
+        let options = SessionOptions {
+            cwd,
+            chat: params.chat,
+            env: params.env,
+        };
+        let session_params = build_session(&self.profile, options);
+        let id = session_params.session_id.clone();
+        let (events, output) = tokio::sync::mpsc::channel(crate::engine::EVENT_QUEUE);
+        let handle = crate::engine::spawn(session_params, events);
+        Ok(jucode_daemon::Hosted {
+            id,
+            input: handle.inputs,
+            output,
+        })
+    }
+}
+
+impl From<jucode_daemon::ClientInput> for crate::engine::Input {
+    fn from(input: jucode_daemon::ClientInput) -> Self {
+        match input {
+            jucode_daemon::ClientInput::Line(line) => match crate::protocol::parse_op(&line) {
+                Ok(op) => Self::Op(op),
+                Err(message) => Self::Malformed(message),
+            },
+            jucode_daemon::ClientInput::Snapshot { token } => Self::Snapshot { token },
+        }
+    }
+}
+
+impl From<crate::engine::Outbound> for jucode_daemon::HostOutput {
+    fn from(output: crate::engine::Outbound) -> Self {
+        match output {
+            crate::engine::Outbound::Line(line) => Self::Line(line),
+            crate::engine::Outbound::Snapshot { token, lines } => Self::Snapshot { token, lines },
+        }
+    }
+}
