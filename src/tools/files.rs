@@ -140,12 +140,15 @@ pub(super) fn select_hunks(
     let text = diff.apply(&numbers);
     let total = diff.hunk_count();
     let stat = LineDiff::new(old, &text).stat();
+    let applied = match ids.len() {
+        0 => String::new(),
+        _ => format!(": {}", ids.join(", ")),
+    };
     Ok((
         text,
         format!(
-            "({stat}; applied {} of {total} hunks: {})",
-            numbers.len(),
-            ids.join(", ")
+            "({stat}; applied {} of {total} hunks{applied})",
+            numbers.len()
         ),
     ))
 }

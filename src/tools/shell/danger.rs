@@ -20,7 +20,8 @@
 
 use std::path::Path;
 
-use super::lex::{Command, Script, Word};
+use super::lex::Word;
+use super::parse::{Command, Script};
 use super::{Classifier, Place, ShellClass, git, rules};
 
 /// What a rule may consult besides the command's own words.

@@ -1,4 +1,4 @@
-//! A POSIX-shell lexer and a flat parser into simple commands, for classification only.
+//! A POSIX-shell lexer, for classification only.
 //!
 //! Why not a shell-words splitter such as `shlex`: those return words and lose the
 //! difference between an operator and a quoted character (`echo "a | b"` and `a | b`
@@ -16,9 +16,6 @@
 //! Input that does not end cleanly (an open quote, substitution or heredoc) still lexes,
 //! as if closed at the end, but is marked incomplete: such a command is never read-only,
 //! and its dangerous parts are still found.
-//!
-//! The parser is deliberately flat: compound commands (`if`, `for`, `{ }`, subshells) are
-//! treated as their simple commands in order, which is all the classifier needs.
 
 /// One word after quote removal. Expansions are kept verbatim in `text` (`$HOME/x`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,27 +68,15 @@ pub(super) struct Redirect {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Token {
+pub(super) enum Token {
     Word(Word),
     Op(Op),
     Redirect(RedirectKind, Option<Word>),
 }
 
-/// A simple command: assignments, words and redirections, with its place in a pipeline.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Command {
-    pub assignments: Vec<Word>,
-    pub words: Vec<Word>,
-    pub redirects: Vec<Redirect>,
-    /// Commands joined by `|` share this number; `;`, `&&`, `||`, `&` and newlines start
-    /// a new one.
-    pub pipeline: usize,
-}
-
-/// A lexed and parsed command line.
-#[derive(Debug, Default)]
-pub(super) struct Script {
-    pub commands: Vec<Command>,
+/// The tokens of a command line and what the lexer saw on the way.
+pub(super) struct Lexed {
+    pub tokens: Vec<Token>,
     /// Bodies of all command and process substitutions, heredoc ones included.
     pub substitutions: Vec<String>,
     /// Some expansion runs a command (`$(…)`, backticks, `<(…)`, `$((…))` with one).
@@ -100,7 +85,7 @@ pub(super) struct Script {
     pub complete: bool,
 }
 
-pub(super) fn parse(input: &str) -> Script {
+pub(super) fn lex(input: &str) -> Lexed {
     let mut lexer = Lexer {
         chars: input.chars().collect(),
         pos: 0,
@@ -110,48 +95,12 @@ pub(super) fn parse(input: &str) -> Script {
         heredocs: Vec::new(),
     };
     let tokens = lexer.tokens();
-    Script {
-        commands: commands(tokens),
+    Lexed {
+        tokens,
         substitutions: lexer.substitutions,
         substitutes: lexer.substitutes,
         complete: lexer.complete,
     }
-}
-
-fn commands(tokens: Vec<Token>) -> Vec<Command> {
-    let mut out = Vec::new();
-    let mut current = Command::default();
-    let mut pipeline = 0;
-    let finish = |current: &mut Command, out: &mut Vec<Command>, pipeline: usize| {
-        let mut done = std::mem::take(current);
-        if !(done.words.is_empty() && done.assignments.is_empty() && done.redirects.is_empty()) {
-            done.pipeline = pipeline;
-            out.push(done);
-        }
-    };
-    for token in tokens {
-        match token {
-            Token::Word(word) => {
-                if current.words.is_empty() && word.assign_at.is_some() {
-                    current.assignments.push(word);
-                } else {
-                    current.words.push(word);
-                }
-            }
-            Token::Redirect(kind, target) => current.redirects.push(Redirect {
-                kind,
-                target: target.unwrap_or_default(),
-            }),
-            Token::Op(op) => {
-                finish(&mut current, &mut out, pipeline);
-                if !matches!(op, Op::Pipe | Op::Open | Op::Close) {
-                    pipeline += 1;
-                }
-            }
-        }
-    }
-    finish(&mut current, &mut out, pipeline);
-    out
 }
 
 struct Lexer {

@@ -4,12 +4,13 @@
 //! (depending on the mode) and always asks for dangerous ones. So the two directions
 //! fail differently: calling a mutating command read-only lets it run unasked, calling a
 //! read-only command mutating only costs a question. Hence the rules:
-//! - **Read-only** needs proof: the line lexes cleanly ([`lex`]), every simple command is
-//!   a known program whose arguments are known to be safe ([`rules`], [`sed`], [`git`]),
-//!   no output goes to a file (`>/dev/null`, `2>&1` are fine), nothing is substituted
-//!   (`$(…)`, backticks, `<(…)`), and no assignment in front of a command changes how it
-//!   behaves (only locale, time-zone and colour variables are allowed). The command name
-//!   must be bare (`ls`, not `./ls`): a path could be any program.
+//! - **Read-only** needs proof: the line lexes cleanly ([`lex`], [`parse`]), every
+//!   simple command is a known program whose arguments are known to be safe ([`rules`],
+//!   [`sed`], [`git`]), no output goes to a file (`>/dev/null`, `2>&1` are fine),
+//!   nothing is substituted (`$(…)`, backticks, `<(…)`), and no assignment in front of
+//!   a command changes how it behaves (only locale, time-zone and colour variables are
+//!   allowed). The command name must be bare (`ls`, not `./ls`): a path could be any
+//!   program.
 //! - **Dangerous** is a deny-list ([`danger`]) of things that destroy data outside the
 //!   project, rewrite shared history, take the machine down or escalate privileges. It is
 //!   checked everywhere the shell would run something: every simple command, behind
@@ -25,6 +26,7 @@
 mod danger;
 mod git;
 mod lex;
+mod parse;
 mod rules;
 mod sed;
 #[cfg(test)]
@@ -32,7 +34,8 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-use self::lex::{Command, RedirectKind, Script, Word};
+use self::lex::{RedirectKind, Word};
+use self::parse::{Command, Script};
 use super::files::normalize_lexically;
 
 /// What running a command line would do, as far as approvals care.
@@ -67,7 +70,7 @@ pub fn classify(command: &str, cwd: &Path) -> ShellClass {
     classifier.line(command, 0)
 }
 
-/// How deep `sh -c`, `eval` and substitutions are followed.
+/// How deep `sh -c`, `eval` and substitutions are followed; deeper is dangerous.
 const MAX_DEPTH: usize = 4;
 
 struct Classifier {
@@ -91,12 +94,13 @@ enum Place {
 impl Classifier {
     fn line(&self, text: &str, depth: usize) -> ShellClass {
         if depth > MAX_DEPTH {
-            return ShellClass::Mutating;
+            // Nobody nests that deep by accident; what runs in there was not checked.
+            return ShellClass::Dangerous("commands nested too deeply to check".to_owned());
         }
         if let Some(reason) = danger::fork_bomb(text) {
             return ShellClass::Dangerous(reason);
         }
-        let script = lex::parse(text);
+        let script = parse::parse(text);
         let mut class = if script.complete && !script.substitutes {
             ShellClass::ReadOnly
         } else {

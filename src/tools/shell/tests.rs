@@ -360,7 +360,7 @@ fn relative_cwd_and_inside_paths() {
 
 #[test]
 fn lexer_keeps_operators_apart_from_quoted_text() {
-    let script = lex::parse("echo \"a | b\" 'c; d' e\\&f | wc -l > out 2>&1 && ls");
+    let script = parse::parse("echo \"a | b\" 'c; d' e\\&f | wc -l > out 2>&1 && ls");
     let words: Vec<Vec<&str>> = script
         .commands
         .iter()
@@ -393,7 +393,7 @@ fn lexer_keeps_operators_apart_from_quoted_text() {
 #[test]
 fn lexer_collects_substitutions_and_heredocs() {
     let script =
-        lex::parse("cat <<-EOF | grep x\n\tbody $(id)\n\tEOF\necho \"$(date)\" `pwd` <(ls)");
+        parse::parse("cat <<-EOF | grep x\n\tbody $(id)\n\tEOF\necho \"$(date)\" `pwd` <(ls)");
     assert!(script.complete);
     assert_eq!(
         script.substitutions,
@@ -405,8 +405,48 @@ fn lexer_collects_substitutions_and_heredocs() {
         .filter_map(|command| command.words.first().map(|word| word.text.as_str()))
         .collect();
     assert_eq!(names, ["cat", "grep", "echo"]);
-    let assignment = lex::parse("A=1 \"B=2\" c=$(x)");
+    let assignment = parse::parse("A=1 \"B=2\" c=$(x)");
     let command = &assignment.commands[0];
     assert_eq!(command.assignments.len(), 1);
     assert_eq!(command.words[0].text, "B=2");
+}
+
+#[test]
+fn odd_input_never_panics() {
+    const PIECES: &[&str] = &[
+        "ls", " ", "'", "\"", "$(", ")", "`", "\\", "<<", "<<-", "EOF", "\n", "|", "&", ";", ">",
+        "<", "(", "{", "}", "$", "*", "~", "-rf", "rm", "é", "=", "#", "2>", "&>", "<(", "${",
+        "$((", "sudo", "/", "..", "sed", "-n", "s/a/b/w", "git", "push", "-f", "find", "-exec",
+        "kill", "-1", ":(){", "bash", "-c", "curl", "x=1", "\t", "$'", "\\\n",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..20_000 {
+        let mut line = String::new();
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let len = (seed >> 59) as usize + 1;
+        for _ in 0..len {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            line.push_str(PIECES[(seed >> 33) as usize % PIECES.len()]);
+        }
+        // Must return, whatever it decides.
+        let _ = classify(&line, Path::new(CWD));
+    }
+}
+
+#[test]
+fn deep_nesting_is_bounded_and_dangerous() {
+    let mut line = "rm -rf /".to_owned();
+    for _ in 0..50 {
+        line = format!("echo $({line})");
+    }
+    assert_eq!(
+        classify(&line, Path::new(CWD)),
+        ShellClass::Dangerous("commands nested too deeply to check".to_owned())
+    );
+    let shallow = "echo $(echo $(rm -rf /))";
+    assert_eq!(
+        classify(shallow, Path::new(CWD)),
+        ShellClass::Dangerous("rm -r outside the working directory: /".to_owned())
+    );
+    assert_eq!(kind("echo $(echo $(echo $(echo $(ls))))"), M);
 }
