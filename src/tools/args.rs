@@ -52,6 +52,19 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A boolean. `"true"`/`"false"` strings are refused like `"10"` for integers.
+    pub(super) fn optional_bool(&self, name: &str) -> Result<Option<bool>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(flag)) => Ok(Some(*flag)),
+            Some(other) => Err(format!(
+                "{}: argument \"{name}\" must be a boolean, got {}",
+                self.tool,
+                kind(other)
+            )),
+        }
+    }
+
     /// A non-negative integer. `10.0` is accepted (some models emit floats); `"10"` is
     /// not, to keep the schema honest.
     pub(super) fn optional_u64(&self, name: &str) -> Result<Option<u64>, String> {
@@ -123,6 +136,14 @@ mod tests {
         assert_eq!(
             args.required_str("other").unwrap_err(),
             "t: missing required argument \"other\""
+        );
+        let flags = json!({"yes": true, "no": "false"});
+        let flags = Args::new("t", &flags).unwrap();
+        assert_eq!(flags.optional_bool("yes").unwrap(), Some(true));
+        assert_eq!(flags.optional_bool("missing").unwrap(), None);
+        assert_eq!(
+            flags.optional_bool("no").unwrap_err(),
+            "t: argument \"no\" must be a boolean, got string \"false\""
         );
         let missing = Args::new("t", &Value::Null).unwrap();
         assert!(missing.required_str("path").is_err());

@@ -1,8 +1,11 @@
 //! Tools: implementations of [`crate::engine::Tool`].
 //!
 //! The read-only tools ([`ReadFile`], [`ListDir`], [`Grep`]) let the model look at the
-//! project without changing it. They share a few conventions, kept here so every tool
-//! behaves the same way for the model:
+//! project without changing it; [`Bash`], [`WriteFile`] and [`EditFile`] change things
+//! and describe what they would do first ([`crate::engine::Tool::assess`]): the shell
+//! classifier ([`classify`]) for commands, diffs split into hunks ([`diff`]) for edits,
+//! so a person can approve a whole call or only some of its hunks. They share a few
+//! conventions, kept here so every tool behaves the same way for the model:
 //!
 //! - Argument problems come back as an error [`ToolOutput`] naming the tool and the
 //!   argument (see [`args`]), so the model can fix its call instead of the turn failing.
@@ -15,9 +18,16 @@
 //!   output, and exactly the form the model should pass to the next call.
 
 mod args;
+mod bash;
+pub mod diff;
+mod edit_file;
+mod exec;
+mod files;
 mod grep;
 mod list_dir;
 mod read_file;
+mod shell;
+mod write_file;
 
 use std::path::{Component, Path, PathBuf};
 
@@ -25,15 +35,28 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{ToolContext, ToolOutput, ToolRegistry};
 
+pub use bash::Bash;
+pub use diff::{DiffStat, LineDiff, apply_hunks, diff_stat, hunks};
+pub use edit_file::EditFile;
 pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+pub use shell::{ShellClass, classify};
+pub use write_file::WriteFile;
 
 /// Registers `read_file`, `list_dir` and `grep`.
 pub fn register_read_only(registry: &mut ToolRegistry) {
     registry.register(ReadFile);
     registry.register(ListDir);
     registry.register(Grep);
+}
+
+/// Registers every tool: the read-only ones, `bash`, `write_file` and `edit_file`.
+pub fn register_all(registry: &mut ToolRegistry) {
+    register_read_only(registry);
+    registry.register(Bash);
+    registry.register(WriteFile);
+    registry.register(EditFile);
 }
 
 /// Runs `job` on the blocking pool and turns a panic or a cancelled turn into an error
@@ -113,6 +136,28 @@ mod tests {
             display_path(cwd, Path::new("/work/project/../x")),
             "/work/x"
         );
+    }
+
+    #[test]
+    fn registers_all_tools() {
+        let mut registry = ToolRegistry::new();
+        register_all(&mut registry);
+        let names: Vec<String> = registry.specs().into_iter().map(|spec| spec.name).collect();
+        assert_eq!(
+            names,
+            [
+                "bash",
+                "edit_file",
+                "grep",
+                "list_dir",
+                "read_file",
+                "write_file"
+            ]
+        );
+        for spec in registry.specs() {
+            assert_eq!(spec.parameters["type"], "object");
+            assert!(!spec.description.is_empty());
+        }
     }
 
     #[test]
