@@ -60,7 +60,7 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
     };
 
     let mut tools = ToolRegistry::new();
-    crate::tools::register_read_only(&mut tools);
+    crate::tools::register_all(&mut tools);
 
     let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
     let reasoning_effort = config.reasoning_effort.clone();
@@ -120,7 +120,12 @@ impl jucode_daemon::Host for EngineHost {
     ) -> Result<jucode_daemon::Hosted<Self::Input, Self::Output>, String> {
         let cwd = match params.cwd {
             Some(cwd) if cwd.is_absolute() => cwd,
-            Some(cwd) => return Err(format!("cwd must be an absolute path, got {}", cwd.display())),
+            Some(cwd) => {
+                return Err(format!(
+                    "cwd must be an absolute path, got {}",
+                    cwd.display()
+                ));
+            }
             None if params.chat => self.profile.chats_dir(),
             None => return Err("open needs an absolute cwd (or chat: true)".to_owned()),
         };

@@ -59,14 +59,15 @@ fn cell(mode: &str, name: &str, arguments: Value, ran: impl Fn(&Home) -> bool) -
         let rest = serve.until("status");
         let output = rest.iter().find(|e| e["type"] == "tool_output").unwrap();
         assert_eq!(output["is_error"], true);
-        assert!(output["output"].as_str().unwrap().contains("denied"), "{output}");
+        assert!(
+            output["output"].as_str().unwrap().contains("denied"),
+            "{output}"
+        );
         assert!(!ran(&home), "a denied {name} call ran in {mode}");
         return Cell::Ask;
     }
     serve.until("status");
-    if last["is_error"] == true
-        && last["output"].as_str().unwrap().contains("plan mode")
-    {
+    if last["is_error"] == true && last["output"].as_str().unwrap().contains("plan mode") {
         assert!(!ran(&home), "a refused {name} call ran in {mode}");
         return Cell::Refused;
     }
@@ -79,7 +80,12 @@ fn every_cell_of_the_mode_table() {
     let outside_file = outside.path().join("out.txt");
     let modes = ["manual", "plan", "auto-edit", "auto", "full-access"];
     use Cell::*;
-    let rows: Vec<(&str, Box<dyn Fn() -> (&'static str, Value)>, Box<dyn Fn(&Home) -> bool>, [Cell; 5])> = vec![
+    let rows: Vec<(
+        &str,
+        Box<dyn Fn() -> (&'static str, Value)>,
+        Box<dyn Fn(&Home) -> bool>,
+        [Cell; 5],
+    )> = vec![
         (
             "read-only tool",
             Box::new(|| ("read_file", json!({"path": "config.toml"}))),
@@ -88,7 +94,12 @@ fn every_cell_of_the_mode_table() {
         ),
         (
             "read-only shell",
-            Box::new(|| ("bash", json!({"command": "ls -la && cat config.toml | wc -l"}))),
+            Box::new(|| {
+                (
+                    "bash",
+                    json!({"command": "ls -la && cat config.toml | wc -l"}),
+                )
+            }),
             Box::new(|_| true),
             [Run, Run, Run, Run, Run],
         ),
@@ -118,7 +129,12 @@ fn every_cell_of_the_mode_table() {
         ),
         (
             "dangerous shell",
-            Box::new(|| ("bash", json!({"command": "git push --force origin main; touch pushed.txt"}))),
+            Box::new(|| {
+                (
+                    "bash",
+                    json!({"command": "git push --force origin main; touch pushed.txt"}),
+                )
+            }),
             Box::new(|home: &Home| home.path().join("pushed.txt").exists()),
             [Ask, Refused, Ask, Ask, Run],
         ),
@@ -155,8 +171,14 @@ fn allow_always_and_the_allowlist() {
     let rest = serve.until("status");
     // The second bash call ran without asking.
     assert!(!types(&rest).contains(&"approval_request"), "{rest:#?}");
-    assert_eq!(std::fs::read_to_string(home.path().join("one.txt")).unwrap(), "one\n");
-    assert_eq!(std::fs::read_to_string(home.path().join("two.txt")).unwrap(), "two\n");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("one.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("two.txt")).unwrap(),
+        "two\n"
+    );
 }
 
 #[test]
@@ -207,9 +229,15 @@ fn answers_are_validated_and_leave_the_request_open() {
     serve.expect_one("approval_resolved");
     serve.send(json!({"op": "approve", "call_id": "c2", "decision": "allow"}));
     let second = serve.expect_one("error");
-    assert!(second["message"].as_str().unwrap().contains("c2"), "{second}");
+    assert!(
+        second["message"].as_str().unwrap().contains("c2"),
+        "{second}"
+    );
     serve.until("status");
-    assert_eq!(std::fs::read_to_string(home.path().join("f.txt")).unwrap(), "a\nB\nc\n");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("f.txt")).unwrap(),
+        "a\nB\nc\n"
+    );
 }
 
 #[test]
@@ -268,8 +296,15 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     assert_eq!(serve.expect_one("attended")["attended"], false);
     serve.send(json!({"op": "user_message", "content": "go"}));
     let events = serve.until("status");
-    let deferred: Vec<&Value> = events.iter().filter(|e| e["type"] == "action_deferred").collect();
-    assert_eq!(deferred.len(), 2, "the identical second call reuses the first: {events:#?}");
+    let deferred: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "action_deferred")
+        .collect();
+    assert_eq!(
+        deferred.len(),
+        2,
+        "the identical second call reuses the first: {events:#?}"
+    );
     let first = deferred[0];
     let id = first["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("act-"));
@@ -282,10 +317,18 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     assert!(first["digest"].as_str().unwrap().len() >= 8);
     assert!(first["created_at"].as_u64().unwrap() > 1_600_000_000_000);
     assert_eq!(first["session_id"], serve.seen[1]["session_id"]);
-    let outputs: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_output").collect();
+    let outputs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_output")
+        .collect();
     for output in &outputs {
         assert_eq!(output["is_error"], false);
-        assert!(output["output"].as_str().unwrap().contains("submitted for confirmation"));
+        assert!(
+            output["output"]
+                .as_str()
+                .unwrap()
+                .contains("submitted for confirmation")
+        );
     }
     assert!(!home.path().join("ran.txt").exists());
     let denied_id = deferred[1]["id"].as_str().unwrap().to_owned();
@@ -300,7 +343,10 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     assert_eq!(decided["decision"], "allow");
     assert_eq!(decided["is_error"], false);
     assert!(decided["output"].as_str().unwrap().contains("exit code: 0"));
-    assert_eq!(std::fs::read_to_string(home.path().join("ran.txt")).unwrap(), "ran\n");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("ran.txt")).unwrap(),
+        "ran\n"
+    );
     let message = serve.expect_one("user_message");
     assert!(message["content"].as_str().unwrap().contains(&id));
     serve.until("status");
@@ -325,8 +371,16 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     serve.send(json!({"op": "user_message", "content": "again"}));
     let events = serve.until("status");
     assert!(!types(&events).contains(&"action_deferred"), "{events:#?}");
-    let outputs: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_output").collect();
-    assert!(outputs[0]["output"].as_str().unwrap().contains("exit code: 0"));
+    let outputs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_output")
+        .collect();
+    assert!(
+        outputs[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("exit code: 0")
+    );
     assert_eq!(outputs[1]["is_error"], true);
     assert!(!home.path().join("denied.txt").exists());
 }
@@ -342,7 +396,12 @@ fn waiting_requests_become_deferred_when_the_session_turns_unattended() {
     serve.send(json!({"op": "set_attended", "attended": false}));
     let events = serve.expect(&["attended", "action_deferred", "tool_output"]);
     assert_eq!(events[1]["call_id"], "c1");
-    assert!(events[2]["output"].as_str().unwrap().contains("submitted for confirmation"));
+    assert!(
+        events[2]["output"]
+            .as_str()
+            .unwrap()
+            .contains("submitted for confirmation")
+    );
     serve.until("status");
     assert!(!home.path().join("later.txt").exists());
 }

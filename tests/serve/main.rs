@@ -3,8 +3,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod approvals;
 mod attachments;
 mod basics;
 mod plans;
 mod queue;
+mod shell;
 mod turns;

@@ -56,14 +56,24 @@ fn a_slow_command_streams_tool_updates() {
     let mut serve = Serve::ready(&home);
     serve.send(json!({"op": "user_message", "content": "go"}));
     let events = serve.until("tool_output");
-    let updates: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_update").collect();
+    let updates: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_update")
+        .collect();
     assert!(updates.len() >= 2, "{events:#?}");
-    assert!(updates.len() <= 8, "coalesced, not one per line: {}", updates.len());
+    assert!(
+        updates.len() <= 8,
+        "coalesced, not one per line: {}",
+        updates.len()
+    );
     for update in &updates {
         assert_eq!(update["call_id"], "c1");
         assert_eq!(update["name"], "bash");
     }
-    let streamed: String = updates.iter().map(|u| u["output"].as_str().unwrap()).collect();
+    let streamed: String = updates
+        .iter()
+        .map(|u| u["output"].as_str().unwrap())
+        .collect();
     assert!(streamed.starts_with("tick 1\n"), "{streamed:?}");
     let output = events.last().unwrap();
     assert_eq!(output["is_error"], false);
@@ -89,9 +99,16 @@ fn a_timeout_kills_the_whole_process_tree() {
     serve.send(json!({"op": "user_message", "content": "go"}));
     let events = serve.until("tool_output");
     let output = events.last().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(output["is_error"], true);
-    assert!(output["output"].as_str().unwrap().contains("timed out"), "{output}");
+    assert!(
+        output["output"].as_str().unwrap().contains("timed out"),
+        "{output}"
+    );
     assert!(exited(&home.path().join("grandchild.pid")));
     serve.until("status");
 }
@@ -110,6 +127,10 @@ fn interrupt_kills_a_running_command_and_its_children() {
     serve.send(json!({"op": "interrupt"}));
     let events = serve.expect(&["info", "status"]);
     assert_eq!(events[1]["message"], "interrupted");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(exited(&home.path().join("child.pid")));
 }
