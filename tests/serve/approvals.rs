@@ -74,18 +74,22 @@ fn cell(mode: &str, name: &str, arguments: Value, ran: impl Fn(&Home) -> bool) -
     Cell::Run
 }
 
+/// A row of the mode table: what the call is, how to make it, how to tell it ran, and
+/// the expected cell for manual, plan, auto-edit, auto and full-access.
+type Row = (
+    &'static str,
+    Box<dyn Fn() -> (&'static str, Value)>,
+    Box<dyn Fn(&Home) -> bool>,
+    [Cell; 5],
+);
+
 #[test]
 fn every_cell_of_the_mode_table() {
     let outside = tempfile::tempdir().unwrap();
     let outside_file = outside.path().join("out.txt");
     let modes = ["manual", "plan", "auto-edit", "auto", "full-access"];
     use Cell::*;
-    let rows: Vec<(
-        &str,
-        Box<dyn Fn() -> (&'static str, Value)>,
-        Box<dyn Fn(&Home) -> bool>,
-        [Cell; 5],
-    )> = vec![
+    let rows: Vec<Row> = vec![
         (
             "read-only tool",
             Box::new(|| ("read_file", json!({"path": "config.toml"}))),
