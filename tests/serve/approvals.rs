@@ -409,3 +409,46 @@ fn waiting_requests_become_deferred_when_the_session_turns_unattended() {
     serve.until("status");
     assert!(!home.path().join("later.txt").exists());
 }
+
+#[test]
+fn a_running_turns_gating_only_loosens() {
+    // Looser mid-turn: the next call of the running turn runs without asking.
+    let (model, home) = setup("manual");
+    model.push(call("c1", "bash", json!({"command": "touch one.txt"})));
+    model.push(call("c2", "bash", json!({"command": "touch two.txt"})));
+    model.push(text_reply(&["done"]));
+    let mut serve = Serve::ready(&home);
+    serve.send(json!({"op": "user_message", "content": "go"}));
+    serve.until("approval_request");
+    serve.send(json!({"op": "set_approval_mode", "mode": "auto"}));
+    serve.expect(&["status", "approval_mode"]);
+    serve.send(json!({"op": "approve", "call_id": "c1", "decision": "allow"}));
+    let events = serve.until("status");
+    assert!(!types(&events).contains(&"approval_request"), "{events:#?}");
+    assert!(home.path().join("two.txt").exists());
+
+    // Stricter mid-turn: the running turn keeps its looser mode; the next turn asks.
+    let (model, home) = setup("auto");
+    let gate = crate::common::mock::Gate::new();
+    model.push(Reply::Sse(vec![
+        crate::common::mock::text("working"),
+        Step::Wait(gate.clone()),
+        tool_call(0, "c1", "bash", r#"{"command":"touch one.txt"}"#),
+        finish("tool_calls"),
+        Step::Done,
+    ]));
+    model.push(text_reply(&["done"]));
+    model.push(call("c2", "bash", json!({"command": "touch two.txt"})));
+    let mut serve = Serve::ready(&home);
+    serve.send(json!({"op": "user_message", "content": "go"}));
+    serve.until("assistant_delta");
+    serve.send(json!({"op": "set_approval_mode", "mode": "manual"}));
+    serve.expect(&["status", "approval_mode"]);
+    gate.open();
+    let events = serve.until("status");
+    assert!(!types(&events).contains(&"approval_request"), "{events:#?}");
+    assert!(home.path().join("one.txt").exists());
+    serve.send(json!({"op": "user_message", "content": "again"}));
+    let events = serve.until("approval_request");
+    assert_eq!(events.last().unwrap()["call_id"], "c2");
+}
