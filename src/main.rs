@@ -1,16 +1,18 @@
 //! The `jucode` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use jucode::config::Profile;
 use jucode::host::SessionOptions;
+use jucode::transport::{daemon_cli, shim, stdio};
 
 #[derive(Parser)]
 #[command(name = "jucode", version, about = "A coding-agent engine built to be embedded", long_about = None)]
 struct Cli {
-    /// Write logs to this file instead of stderr (filter with RUST_LOG, default "warn").
+    /// Write logs to this file instead of the default (stderr; the daemon logs to
+    /// <profile>/logs/daemon.log). Filter with RUST_LOG (default "warn", daemon "info").
     #[arg(long, global = true, value_name = "PATH")]
     log_file: Option<PathBuf>,
 
@@ -21,7 +23,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Speak serve protocol v2 (newline-delimited JSON) on stdin/stdout.
+    ///
+    /// By default the session runs in the jucode daemon (started if none runs) and this
+    /// process only relays lines; --in-process runs the engine here instead.
     Serve(ServeArgs),
+    /// Run the daemon in the foreground, or manage it (start, stop, status).
+    Daemon(DaemonArgs),
 }
 
 #[derive(clap::Args)]
@@ -30,47 +37,122 @@ struct ServeArgs {
     #[arg(long)]
     in_process: bool,
     /// Start a chat session (runs in <profile>/chats with the chat prompt).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "session")]
     chat: bool,
+    /// Attach to this existing daemon session instead of opening a new one.
+    #[arg(long, value_name = "ID", conflicts_with = "in_process")]
+    session: Option<String>,
+    /// The daemon's socket (default: $JUCODE_HOME/daemon.sock, else
+    /// $XDG_RUNTIME_DIR/jucode/daemon.sock, else ~/.jucode/daemon.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct DaemonArgs {
+    #[command(subcommand)]
+    action: Option<DaemonAction>,
+    /// The socket to listen on or talk to (default as for `serve --socket`).
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum DaemonAction {
+    /// Start the daemon in the background (no-op when one is running).
+    Start,
+    /// Stop the daemon gracefully: sessions end, the socket is removed.
+    Stop,
+    /// Print the daemon's status as JSON; exits non-zero when no daemon answers.
+    Status,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_file.as_deref());
-    let result = match cli.command {
-        Command::Serve(args) => serve(args),
+    let code = match cli.command {
+        Command::Serve(args) => {
+            init_logging(cli.log_file.as_deref(), "warn");
+            serve(args)
+        }
+        Command::Daemon(args) => daemon(args, cli.log_file),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("jucode: {message}");
-            ExitCode::FAILURE
+    ExitCode::from(code)
+}
+
+fn serve(args: ServeArgs) -> u8 {
+    let profile = match Profile::resolve() {
+        Ok(profile) => profile,
+        Err(message) => return fail(&message),
+    };
+    if args.in_process {
+        let options = SessionOptions::from_current_process(args.chat);
+        return match stdio::serve_in_process(profile, options) {
+            Ok(()) => 0,
+            Err(err) => fail(&format!("serve failed: {err}")),
+        };
+    }
+    let Some(socket) = args.socket.or_else(jucode_daemon::default_socket_path_from_env) else {
+        return fail("cannot find a place for the daemon socket: set JUCODE_HOME or --socket");
+    };
+    let target = match args.session {
+        Some(id) => shim::Target::Attach(id),
+        None if args.chat => shim::Target::Open {
+            cwd: profile.chats_dir(),
+            chat: true,
+        },
+        None => shim::Target::Open {
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            chat: false,
+        },
+    };
+    shim::serve_via_daemon(&socket, target) as u8
+}
+
+fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
+    let profile = match Profile::resolve() {
+        Ok(profile) => profile,
+        Err(message) => return fail(&message),
+    };
+    let Some(socket) = args.socket.or_else(jucode_daemon::default_socket_path_from_env) else {
+        return fail("cannot find a place for the daemon socket: set JUCODE_HOME or --socket");
+    };
+    match args.action {
+        None => {
+            let log_file = log_file.unwrap_or_else(|| profile.logs_dir().join("daemon.log"));
+            if let Some(dir) = log_file.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            init_logging(Some(&log_file), "info");
+            match daemon_cli::run_foreground(profile, &socket) {
+                Ok(()) => 0,
+                Err(err) => fail(&format!("daemon: {err}")),
+            }
+        }
+        Some(action) => {
+            init_logging(log_file.as_deref(), "warn");
+            let result = match action {
+                DaemonAction::Start => daemon_cli::start(&socket),
+                DaemonAction::Stop => daemon_cli::stop(&socket),
+                DaemonAction::Status => daemon_cli::status(&socket),
+            };
+            match result {
+                Ok(code) => code,
+                Err(message) => fail(&message),
+            }
         }
     }
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
-    let profile = Profile::resolve()?;
-    // Until the daemon lands every session runs in process; `--in-process` keeps that
-    // meaning afterwards.
-    let _ = args.in_process;
-    jucode::transport::stdio::serve_in_process(
-        profile,
-        SessionOptions::from_current_process(args.chat),
-    )
-    .map_err(|err| format!("serve failed: {err}"))
+fn fail(message: &str) -> u8 {
+    eprintln!("jucode: {message}");
+    1
 }
 
-fn init_logging(file: Option<&std::path::Path>) {
+fn init_logging(file: Option<&Path>, default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match file.map(|path| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-    }) {
+    match file.map(|path| std::fs::OpenOptions::new().create(true).append(true).open(path)) {
         Some(Ok(file)) => builder
             .with_ansi(false)
             .with_writer(std::sync::Mutex::new(file))

@@ -1,5 +1,6 @@
 //! Shared test support: a mock model server and a driver for the real binary.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod mock;
 pub mod serve;

@@ -68,6 +68,12 @@ impl<'a> ServeBuilder<'a> {
         self
     }
 
+    /// Runs `serve` through the daemon instead of in process.
+    pub fn without_in_process(mut self) -> Self {
+        self.args.retain(|arg| arg != "--in-process");
+        self
+    }
+
     pub fn cwd(mut self, cwd: &Path) -> Self {
         self.cwd = Some(cwd.to_owned());
         self

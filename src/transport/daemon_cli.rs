@@ -1,0 +1,157 @@
+//! `jucode daemon`: the daemon in the foreground, and the small clients behind
+//! `jucode daemon start | stop | status`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::config::Profile;
+use crate::host::EngineHost;
+use crate::protocol::VERSION;
+
+/// Runs the daemon until SIGTERM, SIGINT or a `daemon_stop` op; then stops gracefully.
+pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("jucode-daemon")
+        .build()?;
+    runtime.block_on(async move {
+        let mut options = jucode_daemon::DaemonOptions::new(socket).with_systemd_listener()?;
+        options.version = VERSION.to_owned();
+        let host = Arc::new(EngineHost::new(profile));
+        jucode_daemon::run(host, options, stop_signal()).await
+    })
+}
+
+/// Completes on SIGTERM or SIGINT. SIGHUP is ignored: a daemon started from a terminal
+/// must outlive it.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            std::future::pending::<()>().await;
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => tracing::info!("ignoring SIGHUP"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `jucode daemon start`: starts one unless one answers; prints its status.
+pub fn start(socket: &Path) -> Result<u8, String> {
+    block_on(async {
+        let stream = jucode_daemon::connect_or_start(socket, || {
+            super::shim::start_daemon(socket)
+        })
+        .await
+        .map_err(|err| format!("cannot start the daemon at {}: {err}", socket.display()))?;
+        let status = ask_status(stream).await?;
+        println!("{status}");
+        Ok(0)
+    })
+}
+
+/// `jucode daemon stop`: asks the daemon to stop and waits until its socket is gone.
+pub fn stop(socket: &Path) -> Result<u8, String> {
+    block_on(async {
+        let stream = match jucode_daemon::connect(socket).await {
+            Ok(stream) => stream,
+            Err(_) => {
+                eprintln!("no jucode daemon is running at {}", socket.display());
+                return Ok(0);
+            }
+        };
+        let (reader, mut writer) = tokio::io::split(stream);
+        let mut reader = BufReader::new(reader);
+        writer
+            .write_all(b"{\"op\":\"daemon_stop\"}\n")
+            .await
+            .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
+        // The daemon closes every connection as its last act.
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
+            line.clear();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while socket.exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if socket.exists() {
+            return Err(format!(
+                "the daemon at {} did not remove its socket",
+                socket.display()
+            ));
+        }
+        eprintln!("jucode daemon stopped");
+        Ok(0)
+    })
+}
+
+/// `jucode daemon status`: prints `{pid, version, socket, sessions, clients,
+/// uptime_ms}`; exits 1 when no daemon answers.
+pub fn status(socket: &Path) -> Result<u8, String> {
+    block_on(async {
+        match jucode_daemon::connect(socket).await {
+            Ok(stream) => {
+                println!("{}", ask_status(stream).await?);
+                Ok(0)
+            }
+            Err(err) => {
+                eprintln!("no jucode daemon answers at {}: {err}", socket.display());
+                Ok(1)
+            }
+        }
+    })
+}
+
+async fn ask_status(stream: jucode_daemon::Stream) -> Result<Value, String> {
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut reader = BufReader::new(reader);
+    writer
+        .write_all(b"{\"op\":\"daemon_status\"}\n")
+        .await
+        .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|err| format!("cannot read from the daemon: {err}"))?;
+        if read == 0 {
+            return Err("the daemon closed the connection".to_owned());
+        }
+        let mut value: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+        if value["type"] == "daemon_status" {
+            if let Some(object) = value.as_object_mut() {
+                object.remove("type");
+            }
+            return Ok(value);
+        }
+    }
+}
+
+fn block_on<T>(future: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start: {err}"))?
+        .block_on(future)
+}

@@ -1,0 +1,168 @@
+//! Starting, stopping, racing, stale sockets, permissions, quitting.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::common::daemon::{DaemonGuard, Raw};
+use crate::common::serve::{Home, Serve};
+
+#[test]
+fn the_shim_starts_a_daemon_and_daemon_stop_ends_it() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    assert!(home.daemon_status().is_none(), "no daemon yet");
+    let status = home.jucode(&["daemon", "status"]);
+    assert_ne!(status.status.code(), Some(0));
+
+    let mut serve = Serve::shim(&home).start();
+    serve.skip_startup();
+    let status = home.daemon_status().expect("the shim started a daemon");
+    assert_eq!(status["sessions"], 1);
+
+    let stop = home.jucode(&["daemon", "stop"]);
+    assert_eq!(stop.status.code(), Some(0), "{stop:?}");
+    assert!(!home.socket().exists(), "the socket is removed");
+    assert!(home.daemon_status().is_none());
+    // The shim learns its daemon is gone: an error event, then a non-zero exit.
+    let rest = serve.rest();
+    let last = rest.last().expect("an error event");
+    assert_eq!(last["type"], "error", "{rest:#?}");
+    assert_eq!(serve.wait().code(), Some(1));
+}
+
+#[test]
+fn quitting_ends_the_client_and_the_session_only_when_alone() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let mut a = Serve::shim(&home).start();
+    let session = a.skip_startup()[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut b = Serve::shim(&home).arg("--session").arg(&session).start();
+    b.next();
+    b.until("status");
+    a.send(json!({"op": "command", "input": "/quit"}));
+    assert_eq!(a.wait().code(), Some(0));
+    assert_eq!(home.daemon_status().unwrap()["sessions"], 1, "b keeps it alive");
+    b.send(json!({"op": "agent_runs"}));
+    assert_eq!(b.until("agent_runs").last().unwrap()["session"], session.as_str());
+    b.send(json!({"op": "shutdown"}));
+    assert_eq!(b.wait().code(), Some(0));
+    let status = home.daemon_status().unwrap();
+    assert_eq!(status["sessions"], 0, "the last client ended it: {status}");
+}
+
+#[test]
+fn attaching_to_an_unknown_session_fails_cleanly() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let mut serve = Serve::shim(&home).arg("--session").arg("nope").start();
+    assert_eq!(serve.next()["type"], "hello");
+    let error = serve.next();
+    assert_eq!(error["type"], "error");
+    assert!(error["message"].as_str().unwrap().contains("nope"));
+    assert_ne!(serve.wait().code(), Some(0));
+}
+
+#[test]
+fn shims_racing_to_start_end_with_one_daemon() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let mut shims: Vec<Serve> = (0..4).map(|_| Serve::shim(&home).start()).collect();
+    let mut sessions = Vec::new();
+    for shim in &mut shims {
+        sessions.push(shim.skip_startup()[0]["session_id"].clone());
+    }
+    sessions.sort_by_key(|s| s.to_string());
+    sessions.dedup();
+    assert_eq!(sessions.len(), 4);
+    let status = home.daemon_status().unwrap();
+    assert_eq!(status["sessions"], 4, "all four are in one daemon: {status}");
+}
+
+#[test]
+fn a_stale_socket_from_a_killed_daemon_is_replaced() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
+    let pid = home.daemon_status().unwrap()["pid"].as_u64().unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Wait for the kernel to finish it (failure bound only).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z"))
+            .unwrap_or(false)
+    {
+        assert!(std::time::Instant::now() < deadline, "daemon did not die");
+        std::thread::yield_now();
+    }
+    assert!(home.socket().exists(), "SIGKILL leaves the socket file behind");
+    let mut serve = Serve::shim(&home).start();
+    serve.skip_startup();
+    let new_pid = home.daemon_status().unwrap()["pid"].as_u64().unwrap();
+    assert_ne!(new_pid, pid);
+}
+
+#[test]
+fn the_socket_is_private() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    // The socket lives in JUCODE_HOME here; make it a private directory as the daemon
+    // requires of its socket directory.
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
+    let mode = std::fs::metadata(home.socket()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    let dir = std::fs::metadata(home.path()).unwrap().permissions().mode();
+    assert_eq!(dir & 0o077, 0, "{dir:o}");
+}
+
+#[test]
+fn daemon_start_is_idempotent_and_status_is_json() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let first = home.jucode(&["daemon", "start"]);
+    assert_eq!(first.status.code(), Some(0));
+    let second = home.jucode(&["daemon", "start"]);
+    assert_eq!(second.status.code(), Some(0));
+    let a: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(a["pid"], b["pid"]);
+    let mut raw = Raw::connect(&home);
+    raw.send(json!({"op": "daemon_status"}));
+    assert_eq!(raw.next()["type"], "daemon_status");
+}
+
+#[test]
+fn the_daemon_runs_in_the_foreground_until_sigterm() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_jucode"))
+        .args(["daemon"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("JUCODE_HOME", home.path())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The shim connects to it rather than starting another.
+    let mut serve = Serve::shim(&home).start();
+    serve.skip_startup();
+    let status = home.daemon_status().unwrap();
+    assert_eq!(status["pid"].as_u64().unwrap(), u64::from(daemon.id()));
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    assert!(daemon.wait().unwrap().success());
+    assert!(!home.socket().exists());
+    assert!(home.path().join("logs/daemon.log").exists());
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests of the daemon with real processes and a real socket in a temporary
+//! `JUCODE_HOME`: the shim, several clients per session, several sessions per
+//! connection, lifecycle and security.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod clients;
+mod lifecycle;
