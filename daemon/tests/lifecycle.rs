@@ -95,8 +95,78 @@ fn leave_stale_files(socket: &Path) {
     assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
 }
 
+/// Not a test on its own: the daemon process that `killed_daemon_is_replaced` kills.
+#[test]
+fn helper_daemon_process() {
+    let Some(socket) = std::env::var_os(HELPER_SOCKET) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let options = DaemonOptions::new(PathBuf::from(socket));
+    let result = runtime.block_on(run(
+        Arc::new(FakeHost::default()),
+        options,
+        std::future::pending(),
+    ));
+    panic!("the helper daemon returned: {result:?}");
+}
+
+const HELPER_SOCKET: &str = "JUCODE_DAEMON_TEST_HELPER_SOCKET";
+
+/// Never leaves the helper daemon running, even when the test fails half-way.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_daemon_is_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let socket = tmp.path().join("run/daemon.sock");
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_daemon_process", "--test-threads=1"])
+        .env(HELPER_SOCKET, &socket)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let mut old = Client::connect(&socket).await;
+    old.expect_hello().await;
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    old.expect_eof().await;
+    assert!(socket.exists(), "SIGKILL leaves the socket file behind");
+    let refused = std::os::unix::net::UnixStream::connect(&socket).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+
+    let threads = Mutex::new(Vec::new());
+    let stream = connect_or_start(&socket, || {
+        spawn_daemon_thread(socket.clone(), &threads);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let mut client = Client::from_stream(stream);
+    client.expect_hello().await;
+    client.send(r#"{"op":"daemon_stop"}"#).await;
+    client.expect("info").await;
+    let handles = std::mem::take(&mut *threads.lock().unwrap());
+    assert_eq!(handles.len(), 1);
+    for handle in handles {
+        tokio::task::spawn_blocking(move || handle.join().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
 #[tokio::test]
-async fn a_stale_socket_is_replaced() {
+async fn a_stale_socket_is_replaced_by_a_new_daemon() {
     let tmp = tempfile::tempdir().unwrap();
     let socket = tmp.path().join("run/daemon.sock");
     leave_stale_files(&socket);
@@ -255,6 +325,76 @@ async fn connect_or_start_uses_a_running_daemon() {
         .await
         .unwrap();
     let mut client = Client::from_stream(stream);
+    client.expect_hello().await;
+    daemon.stop().await.unwrap();
+}
+
+/// Not a test on its own: the other user's client of `another_users_connection_is_refused`.
+/// Prints how many bytes the daemon sent before closing.
+#[test]
+fn helper_foreign_client() {
+    use std::io::Read;
+    let Some(socket) = std::env::var_os(HELPER_CLIENT_SOCKET) else {
+        return;
+    };
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    // A refused peer sees EOF at once; a timeout means it was let in.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    println!("received={}", received.len());
+}
+
+const HELPER_CLIENT_SOCKET: &str = "JUCODE_DAEMON_TEST_FOREIGN_SOCKET";
+
+/// The peer check is the last line of defence: even with the socket made world-writable
+/// by mistake, another user's connection is closed before `hello`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_connection_is_refused() {
+    use std::os::unix::process::CommandExt;
+    // Only root can run a process as another user.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let daemon = TestDaemon::start().await;
+    let open = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(daemon.dir.path(), open.clone()).unwrap();
+    std::fs::set_permissions(daemon.socket.parent().unwrap(), open).unwrap();
+    std::fs::set_permissions(&daemon.socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let socket = daemon.socket.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "helper_foreign_client",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HELPER_CLIENT_SOCKET, &socket)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        // The test binary may not be reachable by `nobody` (a private target dir).
+        eprintln!(
+            "skipped: the foreign client could not run: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        daemon.stop().await.unwrap();
+        return;
+    }
+    assert!(stdout.contains("received=0"), "{stdout}");
+    // Our own user is still welcome.
+    let mut client = daemon.client().await;
     client.expect_hello().await;
     daemon.stop().await.unwrap();
 }
