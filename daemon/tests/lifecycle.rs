@@ -206,6 +206,27 @@ async fn graceful_stop_ends_sessions_and_removes_socket_and_lock() {
 }
 
 #[tokio::test]
+async fn stop_gives_up_on_a_session_that_does_not_end() {
+    let daemon = TestDaemon::start_with(|options| {
+        options.stop_grace = std::time::Duration::from_millis(200);
+    })
+    .await;
+    let mut client = daemon.client().await;
+    client.expect_hello().await;
+    let id = client.open().await;
+    client.send(r#"{"op":"stubborn"}"#).await;
+    client.send(r#"{"op":"echo","text":"sync"}"#).await;
+    client.expect("echo").await;
+    daemon.stop().await.unwrap();
+    client.expect("bye").await;
+    assert_eq!(
+        client.next().await,
+        json!({"type":"session_closed","session":id})
+    );
+    client.expect_eof().await;
+}
+
+#[tokio::test]
 async fn daemon_stop_op_answers_then_stops() {
     let mut daemon = TestDaemon::start().await;
     let mut client = daemon.client().await;

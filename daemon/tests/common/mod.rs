@@ -10,6 +10,7 @@
 //! - anything else → `{"type":"got","line":<raw line>}`; a non-JSON line → `error`
 //! - a snapshot request → one `{"type":"snapshot","seq":<last seq>}` line
 //! - input closed → `{"type":"bye"}`, then the output closes
+//! - `{"op":"stubborn"}` → from then on, the output never closes (a hung engine)
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -94,6 +95,7 @@ impl FakeSession {
             .await;
         self.emit_status("ready").await;
         let mut ticks_left = 0u64;
+        let mut stubborn = false;
         let mut pad = String::new();
         loop {
             let input = if ticks_left > 0 {
@@ -138,6 +140,7 @@ impl FakeSession {
                             let message = op["message"].as_str().unwrap_or("").to_owned();
                             self.emit_status(&message).await;
                         }
+                        Some("stubborn") => stubborn = true,
                         Some("tick") => {
                             ticks_left = op["count"].as_u64().unwrap_or(0);
                             pad = "x".repeat(op["size"].as_u64().unwrap_or(0) as usize);
@@ -151,6 +154,9 @@ impl FakeSession {
             }
         }
         self.emit(json!({"type":"bye"})).await;
+        if stubborn {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
