@@ -7,15 +7,14 @@
 //! [`EventLine`] (a refcounted byte buffer ending in `\n`). Transports and the daemon's
 //! fan-out only ever copy that handle, never the JSON.
 
-mod codec;
 mod events;
 mod ops;
 
-pub use codec::{Frame, LineCodec, MAX_LINE_BYTES};
 pub use events::{
     CommandInfo, Event, Hunk, ModelStatus, ModelViewEntry, TurnUsage, UnqueuedEvent,
     UserMessageEvent,
 };
+pub use jucode_daemon::framing::{Frame, LineCodec, MAX_LINE_BYTES};
 pub use ops::{ApproveOp, ApprovePlanOp, OP_NAMES, Op, UserInput, parse_op};
 
 use bytes::Bytes;

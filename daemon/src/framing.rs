@@ -1,5 +1,12 @@
 //! Newline framing for input with a hard cap on line length.
 //!
+//! This lives in the daemon crate, not next to the protocol types in the engine crate,
+//! because two transports frame client lines the same way: the stdio transport of
+//! `jucode serve` and the daemon's socket connections. The engine crate depends on this
+//! crate and re-exports the codec as `jucode::protocol::{Frame, LineCodec,
+//! MAX_LINE_BYTES}`; this crate must never depend on the engine, so the shared code sits
+//! on this side of the boundary.
+//!
 //! `tokio_util::codec::LinesCodec` reports an over-long line as a decode *error*, and a
 //! `FramedRead` stops yielding after any error, which would end the session on one bad
 //! line. This codec instead yields [`Frame::TooLong`] and skips to the next newline
@@ -14,6 +21,7 @@ use tokio_util::codec::Decoder;
 /// 16 MiB (a message with a large pasted log); anything up to 32 MiB is accepted.
 pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
+/// One decoded unit of input.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame {
     /// One line without its `\n` (and without a trailing `\r`). Never empty.
@@ -22,6 +30,7 @@ pub enum Frame {
     TooLong { limit: usize },
 }
 
+/// A [`Decoder`] of `\n`-terminated lines that never buffers more than its limit.
 #[derive(Debug)]
 pub struct LineCodec {
     max: usize,
@@ -32,10 +41,12 @@ pub struct LineCodec {
 }
 
 impl LineCodec {
+    /// A codec with the protocol's limit, [`MAX_LINE_BYTES`].
     pub fn new() -> Self {
         Self::with_max(MAX_LINE_BYTES)
     }
 
+    /// A codec with another limit (tests use small ones).
     pub fn with_max(max: usize) -> Self {
         Self {
             max,

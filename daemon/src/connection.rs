@@ -1,0 +1,408 @@
+//! One client connection: its reader (ops in, routed) and its writer (the outbox).
+//!
+//! The reader decodes lines with the bounded [`LineCodec`], reads `op` and `session`
+//! from each, and either runs a daemon op or forwards the raw line to a session. The
+//! writer is a separate task draining the client's [`Outbox`](crate::outbox): so a
+//! client that stops reading never stalls its own reader's routing, let alone a
+//! session. Both share the stream (interprocess streams read and write through `&`).
+//!
+//! Interprocess streams do not shut down on a half being dropped, so the connection
+//! closes only when both tasks have let go: the writer ends (finished, overflowed,
+//! failed) and cancels `writer_done`, which stops the reader; the reader ending (EOF,
+//! error, daemon stop) finishes the outbox, which ends the writer once it has flushed.
+//!
+//! The routing rules (which session an op goes to, what quitting means) are in
+//! `docs/daemon-protocol.md`; this file implements them.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use interprocess::local_socket::tokio::Stream;
+use tokio::io::AsyncReadExt;
+use tokio_util::codec::Decoder;
+use tokio_util::sync::CancellationToken;
+
+use crate::framing::{Frame, LineCodec};
+use crate::host::{ClientInput, Host, Hosted, OpenParams};
+use crate::outbox::{Outbox, write_loop};
+use crate::registry::{ClientHandle, QuitOutcome, Session, SessionId};
+use crate::server::Shared;
+use crate::wire::{self, Route, SessionField};
+
+/// Bytes the reader asks the socket for at a time.
+const READ_CHUNK: usize = 8 * 1024;
+/// A read buffer grown larger than this (by a long line) is released once empty.
+const KEEP_READ_BUFFER: usize = 64 * 1024;
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve<H: Host>(shared: Arc<Shared<H>>, stream: Stream) {
+    if !crate::listener::peer_allowed(&stream) {
+        return;
+    }
+    let id = shared.next_client_id();
+    let client = Arc::new(ClientHandle::new(id, Outbox::new(shared.limits)));
+    let _ = client.outbox.push(shared.host.hello());
+    shared.clients.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(client = id, "client connected");
+
+    let stream = Arc::new(stream);
+    let writer_done = CancellationToken::new();
+    let writer = tokio::spawn({
+        let stream = stream.clone();
+        let client = client.clone();
+        let writer_done = writer_done.clone();
+        let hard_stop = shared.hard_stop.clone();
+        async move {
+            write_loop(&*stream, &client.outbox, &hard_stop).await;
+            writer_done.cancel();
+        }
+    });
+
+    let mut connection = Connection {
+        shared: shared.clone(),
+        client: client.clone(),
+        writer_done: writer_done.clone(),
+    };
+    let end = connection.read_loop(&stream).await;
+    match end {
+        ReadEnd::Eof => connection.leave_on_eof(),
+        ReadEnd::DaemonStopping => {
+            // Stay attached while the sessions wind down, to pass on their last events.
+            tokio::select! {
+                () = shared.release_clients.cancelled() => {}
+                () = writer_done.cancelled() => {}
+            }
+            client.outbox.finish();
+            connection.detach_all();
+        }
+        ReadEnd::WriterDone => {
+            client.outbox.finish();
+            connection.detach_all();
+        }
+    }
+    drop(stream);
+    let _ = writer.await;
+    shared.clients.fetch_sub(1, Ordering::Relaxed);
+    tracing::debug!(client = id, "client disconnected");
+}
+
+enum ReadEnd {
+    Eof,
+    DaemonStopping,
+    WriterDone,
+}
+
+struct Connection<H: Host> {
+    shared: Arc<Shared<H>>,
+    client: Arc<ClientHandle>,
+    writer_done: CancellationToken,
+}
+
+impl<H: Host> Connection<H> {
+    async fn read_loop(&mut self, stream: &Stream) -> ReadEnd {
+        let mut codec = LineCodec::new();
+        let mut buf = BytesMut::new();
+        loop {
+            loop {
+                if self.client.outbox.is_closed() {
+                    return ReadEnd::WriterDone;
+                }
+                match codec.decode(&mut buf) {
+                    Ok(Some(frame)) => self.handle(frame).await,
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::debug!(%err, "decode failed");
+                        return ReadEnd::Eof;
+                    }
+                }
+            }
+            if buf.is_empty() && buf.capacity() > KEEP_READ_BUFFER {
+                buf = BytesMut::new();
+            }
+            buf.reserve(READ_CHUNK);
+            let mut reader = stream;
+            let read = tokio::select! {
+                biased;
+                () = self.writer_done.cancelled() => return ReadEnd::WriterDone,
+                () = self.shared.stopping.cancelled() => return ReadEnd::DaemonStopping,
+                read = reader.read_buf(&mut buf) => read,
+            };
+            match read {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::debug!(%err, "client read failed");
+                    return ReadEnd::Eof;
+                }
+            }
+        }
+        // EOF: a last line without its newline still counts.
+        while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
+            self.handle(frame).await;
+        }
+        ReadEnd::Eof
+    }
+
+    /// The client closed its side: it leaves every session it was attached to, except
+    /// those it quit and that are still winding down (it gets their last events), and
+    /// the connection closes once its queue is flushed.
+    fn leave_on_eof(&self) {
+        for id in self.client.attached() {
+            if let Some(session) = self.shared.sessions.get(&id) {
+                session.leave_unless_quitting(&self.client);
+            }
+        }
+        self.client.close_if_idle();
+    }
+
+    fn detach_all(&self) {
+        for id in self.client.attached() {
+            if let Some(session) = self.shared.sessions.get(&id) {
+                session.unsubscribe(&self.client);
+            }
+        }
+    }
+
+    fn reply(&self, line: Bytes) {
+        // A full queue cuts the client off; there is nothing else to do about it here.
+        let _ = self.client.outbox.push(line);
+    }
+
+    fn error(&self, message: &str, session: Option<&str>) {
+        self.reply(wire::error_line(message, session));
+    }
+
+    async fn handle(&mut self, frame: Frame) {
+        match frame {
+            Frame::Line(line) => self.handle_line(line.freeze()).await,
+            Frame::TooLong { limit } => {
+                let message = format!(
+                    "invalid command: line longer than {} MiB was skipped",
+                    limit / (1024 * 1024)
+                );
+                let current = self.client.current();
+                self.error(&message, current.as_deref());
+            }
+        }
+    }
+
+    async fn handle_line(&mut self, line: Bytes) {
+        let route = match Route::parse(&line) {
+            Ok(route) => route,
+            Err(err) => return self.unroutable(line, &err).await,
+        };
+        let session = match route.session {
+            None => None,
+            Some(SessionField::Id(id)) => Some(id),
+            Some(SessionField::Invalid(_)) => {
+                return self.error("invalid command: \"session\" must be a string", None);
+            }
+        };
+        match route.op.as_deref() {
+            Some("open") => self.open(&line),
+            Some("attach") => self.attach(session).await,
+            Some("detach") => self.detach(session),
+            Some("close") => self.close(session),
+            Some("sessions") => self.sessions(),
+            Some("daemon_status") => self.daemon_status(),
+            Some("daemon_stop") => {
+                self.reply(wire::info_line("daemon stopping", None));
+                self.shared.stop_requested.cancel();
+            }
+            Some("shutdown") => self.quit(session),
+            Some("command") if wire::is_quit_command(&line) => self.quit(session),
+            _ => self.forward(session, line).await,
+        }
+    }
+
+    /// Not a JSON object with a string `op`: the current session's engine reports it
+    /// exactly as `jucode serve` would; with no current session the daemon does.
+    async fn unroutable(&mut self, line: Bytes, err: &serde_json::Error) {
+        if let Some(current) = self.client.current() {
+            return self.forward(Some(current.to_string()), line).await;
+        }
+        let message = if serde_json::from_slice::<serde::de::IgnoredAny>(&line).is_ok() {
+            "invalid command: expected a JSON object with a string \"op\" field".to_owned()
+        } else {
+            format!("invalid command: {err}")
+        };
+        self.error(&message, None);
+    }
+
+    /// The session an op is for: the one it names, which this client must be attached
+    /// to, or else the client's current session. `Err` has been reported to the client.
+    fn target(&self, session: Option<String>) -> Result<Arc<Session<H::Input>>, ()> {
+        let id: SessionId = match session {
+            Some(id) => {
+                if self.shared.sessions.get(&id).is_none() {
+                    self.error(&format!("unknown session: {id}"), Some(&id));
+                    return Err(());
+                }
+                if !self.client.is_attached(&id) {
+                    self.error(&format!("not attached to session {id}"), Some(&id));
+                    return Err(());
+                }
+                id.into()
+            }
+            None => match self.client.current() {
+                Some(id) => id,
+                None => {
+                    self.error("no session: send open or attach first", None);
+                    return Err(());
+                }
+            },
+        };
+        match self.shared.sessions.get(&id) {
+            Some(session) => Ok(session),
+            None => {
+                self.error(&format!("unknown session: {id}"), Some(&id));
+                Err(())
+            }
+        }
+    }
+
+    /// Sends `input` to a session, unless the daemon stops or this client goes away
+    /// first. `false` when the session no longer takes input (it is ending).
+    async fn send(&self, session: &Session<H::Input>, input: ClientInput) -> bool {
+        let Some(sender) = session.input() else {
+            return false;
+        };
+        tokio::select! {
+            sent = sender.send(input.into()) => sent.is_ok(),
+            () = self.shared.stopping.cancelled() => true,
+            () = self.writer_done.cancelled() => true,
+        }
+    }
+
+    async fn forward(&mut self, session: Option<String>, line: Bytes) {
+        let Ok(session) = self.target(session) else {
+            return;
+        };
+        if !self.send(&session, ClientInput::Line(line)).await {
+            let message = format!("session {} is closing", session.id);
+            self.error(&message, Some(&session.id));
+        }
+    }
+
+    fn open(&mut self, line: &[u8]) {
+        let op: wire::OpenOp = match serde_json::from_slice(line) {
+            Ok(op) => op,
+            Err(err) => {
+                let message = format!("invalid open: {}", wire::strip_position(&err));
+                return self.error(&message, None);
+            }
+        };
+        if op.cwd.as_ref().is_some_and(|cwd| !cwd.is_absolute()) {
+            return self.error("invalid open: cwd must be an absolute path", None);
+        }
+        let params = OpenParams {
+            cwd: op.cwd.clone(),
+            chat: op.chat,
+            env: op.env,
+        };
+        let Hosted { id, input, output } = match self.shared.host.open(params) {
+            Ok(hosted) => hosted,
+            Err(err) => return self.error(&format!("cannot open session: {err}"), None),
+        };
+        let session = Arc::new(Session::new(id.into(), op.cwd, op.chat, input));
+        if let Err(session) = self.shared.sessions.insert(session.clone()) {
+            let message = format!("cannot open session: duplicate session id {}", session.id);
+            return self.error(&message, Some(&session.id));
+        }
+        // Subscribed before the fan-out starts: the opener gets every line from the
+        // very first, without a snapshot.
+        if session.subscribe(&self.client, None).is_err() || self.shared.stopping.is_cancelled() {
+            session.close_input();
+        }
+        tracing::info!(session = %session.id, client = self.client.id, "session opened");
+        let task = crate::fanout::run(self.shared.clone(), session, output);
+        self.shared.session_tasks.spawn(task);
+    }
+
+    async fn attach(&mut self, session: Option<String>) {
+        let Some(id) = session else {
+            return self.error("invalid attach: missing field `session`", None);
+        };
+        let Some(session) = self.shared.sessions.get(&id) else {
+            return self.error(&format!("unknown session: {id}"), Some(&id));
+        };
+        let token = self.shared.next_token();
+        if session.subscribe(&self.client, Some(token)).is_err() {
+            return self.error(&format!("unknown session: {id}"), Some(&id));
+        }
+        // If the session is ending the snapshot never comes; `session_closed` does.
+        self.send(&session, ClientInput::Snapshot { token }).await;
+    }
+
+    fn detach(&mut self, session: Option<String>) {
+        let Ok(session) = self.target(session) else {
+            return;
+        };
+        session.unsubscribe(&self.client);
+        self.reply(wire::detached_line(&session.id));
+    }
+
+    fn close(&mut self, session: Option<String>) {
+        let Some(id) = session
+            .map(SessionId::from)
+            .or_else(|| self.client.current())
+        else {
+            return self.error("no session: send open or attach first", None);
+        };
+        let Some(session) = self.shared.sessions.get(&id) else {
+            return self.error(&format!("unknown session: {id}"), Some(&id));
+        };
+        session.close_input();
+        if !self.client.is_attached(&id) {
+            // Attached clients learn of the end from `session_closed`; this one would not.
+            self.reply(wire::info_line(&format!("closing session {id}"), Some(&id)));
+        }
+    }
+
+    /// `shutdown`, `/quit`, `/exit`: see [`QuitOutcome`].
+    fn quit(&mut self, session: Option<String>) {
+        let Ok(session) = self.target(session) else {
+            return;
+        };
+        match session.quit(&self.client) {
+            QuitOutcome::Detached => self.client.close_if_idle(),
+            // The connection closes (if nothing else is attached) when it has ended.
+            QuitOutcome::Ending => {}
+            QuitOutcome::NotAttached => {
+                let message = format!("not attached to session {}", session.id);
+                self.error(&message, Some(&session.id));
+            }
+        }
+    }
+
+    fn sessions(&self) {
+        let sessions: Vec<_> = self
+            .shared
+            .sessions
+            .all()
+            .into_iter()
+            .map(|s| wire::SessionInfo {
+                session: s.id.to_string(),
+                cwd: s.cwd.as_ref().map(|cwd| cwd.to_string_lossy().into_owned()),
+                chat: s.chat,
+                clients: s.client_count(),
+                state: s.state(),
+                created_at: s.created_at,
+            })
+            .collect();
+        self.reply(wire::sessions_line(&sessions));
+    }
+
+    fn daemon_status(&self) {
+        let status = wire::DaemonStatus {
+            pid: std::process::id(),
+            version: self.shared.version.clone(),
+            socket: self.shared.socket.to_string_lossy().into_owned(),
+            sessions: self.shared.sessions.len(),
+            clients: self.shared.clients.load(Ordering::Relaxed),
+            uptime_ms: self.shared.started.elapsed().as_millis() as u64,
+        };
+        self.reply(wire::daemon_status_line(&status));
+    }
+}

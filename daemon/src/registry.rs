@@ -1,0 +1,360 @@
+//! Who is attached to what: the live sessions and, per client, its sessions.
+//!
+//! Two records mirror each other: a [`Session`] lists its subscribers (the clients
+//! that get its lines), and a [`ClientHandle`] lists the sessions it is attached to
+//! (most recent last: that one is its *current* session, the target of ops without a
+//! `session` field). They are always changed together, under both locks, taken in one
+//! order only — a session's lock, then a client's, then (as a leaf) an outbox's — so
+//! they cannot disagree and cannot deadlock. No lock is ever held across an `.await`,
+//! and no [`DashMap`] guard either (dashmap deadlocks otherwise).
+//!
+//! Memory per idle session is a few hundred bytes here (ids, a small `Vec` of
+//! subscribers, the last status string); no buffer is preallocated per session.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use tokio::sync::mpsc;
+
+use crate::outbox::Outbox;
+
+/// A session id, shared by the registry, subscribers' lists and event lines.
+pub(crate) type SessionId = Arc<str>;
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every update
+/// under these locks is a handful of plain assignments).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One connected client, as sessions see it.
+#[derive(Debug)]
+pub(crate) struct ClientHandle {
+    pub id: u64,
+    pub outbox: Outbox,
+    attached: Mutex<Vec<SessionId>>,
+}
+
+impl ClientHandle {
+    pub(crate) fn new(id: u64, outbox: Outbox) -> Self {
+        Self {
+            id,
+            outbox,
+            attached: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The session ops without `session` go to: the most recently opened or attached.
+    pub(crate) fn current(&self) -> Option<SessionId> {
+        lock(&self.attached).last().cloned()
+    }
+
+    pub(crate) fn is_attached(&self, session: &str) -> bool {
+        lock(&self.attached).iter().any(|s| &**s == session)
+    }
+
+    pub(crate) fn attached(&self) -> Vec<SessionId> {
+        lock(&self.attached).clone()
+    }
+
+    /// Ends the connection if it is attached to nothing (after a quit).
+    pub(crate) fn close_if_idle(&self) {
+        if lock(&self.attached).is_empty() {
+            self.outbox.finish();
+        }
+    }
+
+    fn forget(&self, session: &str) {
+        lock(&self.attached).retain(|s| &**s != session);
+    }
+}
+
+/// A client receiving a session's lines.
+#[derive(Debug)]
+struct Subscriber {
+    client: Arc<ClientHandle>,
+    /// Attached but waiting for its snapshot (this token): live lines until then are
+    /// covered by the snapshot and skipped.
+    waiting_for: Option<u64>,
+    /// Asked to quit while it was the last client: it stays until the session has
+    /// ended, then its connection closes if nothing else is attached.
+    quitting: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    subscribers: Vec<Subscriber>,
+    /// The `message` of the last `status` event.
+    state: Option<Box<str>>,
+    /// The output has closed; nothing may attach any more.
+    ended: bool,
+}
+
+/// What the client asked for cannot be done because the session has ended (or its
+/// client is going away).
+#[derive(Debug)]
+pub(crate) struct Gone;
+
+/// What a quit did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum QuitOutcome {
+    /// Other clients remain: this one is detached, the session goes on.
+    Detached,
+    /// This was the last client: the session is ending; the client stays until it has.
+    Ending,
+    /// The client was not attached.
+    NotAttached,
+}
+
+/// One hosted session. `I` is the host's input item type.
+#[derive(Debug)]
+pub(crate) struct Session<I> {
+    pub id: SessionId,
+    pub cwd: Option<PathBuf>,
+    pub chat: bool,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    /// Dropping the sender asks the session to end.
+    input: Mutex<Option<mpsc::Sender<I>>>,
+    inner: Mutex<Inner>,
+}
+
+impl<I> Session<I> {
+    pub(crate) fn new(
+        id: SessionId,
+        cwd: Option<PathBuf>,
+        chat: bool,
+        input: mpsc::Sender<I>,
+    ) -> Self {
+        let created_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Self {
+            id,
+            cwd,
+            chat,
+            created_at,
+            input: Mutex::new(Some(input)),
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// A sender to the session's input, unless it is ending.
+    pub(crate) fn input(&self) -> Option<mpsc::Sender<I>> {
+        lock(&self.input).clone()
+    }
+
+    /// Drops the daemon's input sender: the session ends once it has wound down.
+    pub(crate) fn close_input(&self) {
+        lock(&self.input).take();
+    }
+
+    /// Attaches `client` (live at once when `waiting_for` is `None`) and makes this its
+    /// current session. Attaching again re-arms the snapshot wait: a resync.
+    pub(crate) fn subscribe(
+        &self,
+        client: &Arc<ClientHandle>,
+        waiting_for: Option<u64>,
+    ) -> Result<(), Gone> {
+        let mut inner = lock(&self.inner);
+        if inner.ended {
+            return Err(Gone);
+        }
+        let mut attached = lock(&client.attached);
+        if client.outbox.is_closed() {
+            return Err(Gone);
+        }
+        match inner
+            .subscribers
+            .iter_mut()
+            .find(|s| s.client.id == client.id)
+        {
+            Some(existing) => {
+                existing.waiting_for = waiting_for;
+                existing.quitting = false;
+            }
+            None => inner.subscribers.push(Subscriber {
+                client: client.clone(),
+                waiting_for,
+                quitting: false,
+            }),
+        }
+        attached.retain(|s| *s != self.id);
+        attached.push(self.id.clone());
+        Ok(())
+    }
+
+    /// Detaches `client`; false when it was not attached.
+    pub(crate) fn unsubscribe(&self, client: &ClientHandle) -> bool {
+        let mut inner = lock(&self.inner);
+        let before = inner.subscribers.len();
+        inner.subscribers.retain(|s| s.client.id != client.id);
+        client.forget(&self.id);
+        inner.subscribers.len() != before
+    }
+
+    /// Detaches a client whose connection ended, unless it quit this session and is
+    /// waiting for its last events.
+    pub(crate) fn leave_unless_quitting(&self, client: &ClientHandle) {
+        let mut inner = lock(&self.inner);
+        let before = inner.subscribers.len();
+        inner
+            .subscribers
+            .retain(|s| s.client.id != client.id || s.quitting);
+        if inner.subscribers.len() != before {
+            client.forget(&self.id);
+        }
+    }
+
+    /// `shutdown` / `/quit` from `client`: see [`QuitOutcome`].
+    pub(crate) fn quit(&self, client: &ClientHandle) -> QuitOutcome {
+        let mut inner = lock(&self.inner);
+        let Some(index) = inner
+            .subscribers
+            .iter()
+            .position(|s| s.client.id == client.id)
+        else {
+            return QuitOutcome::NotAttached;
+        };
+        if inner.subscribers.len() > 1 {
+            inner.subscribers.remove(index);
+            client.forget(&self.id);
+            return QuitOutcome::Detached;
+        }
+        inner.subscribers[index].quitting = true;
+        drop(inner);
+        self.close_input();
+        QuitOutcome::Ending
+    }
+
+    /// Queues an event line for every live subscriber; a client whose queue overflows
+    /// (or that is going away) is dropped from the session.
+    pub(crate) fn deliver(&self, line: &Bytes) {
+        let status = crate::wire::status_message(line);
+        let mut inner = lock(&self.inner);
+        if let Some(message) = status {
+            inner.state = Some(message.into_boxed_str());
+        }
+        let id = &self.id;
+        inner.subscribers.retain(|s| {
+            if s.waiting_for.is_some() {
+                return true;
+            }
+            let kept = s.client.outbox.push(line.clone()).is_ok();
+            if !kept {
+                s.client.forget(id);
+            }
+            kept
+        });
+    }
+
+    /// Hands a snapshot to the one subscriber waiting for `token`, which is live from
+    /// now on. A snapshot nobody waits for (the client left, or attached again) is
+    /// dropped.
+    pub(crate) fn deliver_snapshot(&self, token: u64, lines: Vec<Bytes>) {
+        let mut inner = lock(&self.inner);
+        let Some(index) = inner
+            .subscribers
+            .iter()
+            .position(|s| s.waiting_for == Some(token))
+        else {
+            return;
+        };
+        let subscriber = &mut inner.subscribers[index];
+        subscriber.waiting_for = None;
+        let ok = lines
+            .into_iter()
+            .all(|line| subscriber.client.outbox.push(line).is_ok());
+        if !ok {
+            let gone = inner.subscribers.remove(index);
+            gone.client.forget(&self.id);
+        }
+    }
+
+    /// The output has closed: nobody may attach any more. Every subscriber gets
+    /// `session_closed` and loses the session; one that was quitting is disconnected
+    /// when it has nothing else attached.
+    pub(crate) fn end(&self) {
+        let subscribers = {
+            let mut inner = lock(&self.inner);
+            inner.ended = true;
+            let subscribers = std::mem::take(&mut inner.subscribers);
+            for s in &subscribers {
+                s.client.forget(&self.id);
+            }
+            subscribers
+        };
+        self.close_input();
+        let closed = crate::wire::session_closed_line(&self.id);
+        for s in subscribers {
+            let _ = s.client.outbox.push(closed.clone());
+            if s.quitting {
+                s.client.close_if_idle();
+            }
+        }
+    }
+
+    /// Attached clients, including those waiting for their snapshot.
+    pub(crate) fn client_count(&self) -> usize {
+        lock(&self.inner).subscribers.len()
+    }
+
+    /// The last `status` message, or `starting` before the first.
+    pub(crate) fn state(&self) -> String {
+        lock(&self.inner)
+            .state
+            .as_deref()
+            .unwrap_or("starting")
+            .to_owned()
+    }
+}
+
+/// Every live session by id.
+#[derive(Debug)]
+pub(crate) struct Registry<I> {
+    sessions: DashMap<SessionId, Arc<Session<I>>>,
+}
+
+impl<I> Default for Registry<I> {
+    fn default() -> Self {
+        Self {
+            sessions: DashMap::new(),
+        }
+    }
+}
+
+impl<I> Registry<I> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session<I>>> {
+        self.sessions.get(id).map(|entry| entry.value().clone())
+    }
+
+    /// Adds a session; `Err` (giving it back) when its id is taken.
+    pub(crate) fn insert(&self, session: Arc<Session<I>>) -> Result<(), Arc<Session<I>>> {
+        match self.sessions.entry(session.id.clone()) {
+            dashmap::Entry::Occupied(_) => Err(session),
+            dashmap::Entry::Vacant(slot) => {
+                slot.insert(session);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        self.sessions.remove(id);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Every session, oldest first (ties by id).
+    pub(crate) fn all(&self) -> Vec<Arc<Session<I>>> {
+        let mut all: Vec<_> = self.sessions.iter().map(|e| e.value().clone()).collect();
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        all
+    }
+}
