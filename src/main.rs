@@ -91,7 +91,10 @@ fn serve(args: ServeArgs) -> u8 {
             Err(err) => fail(&format!("serve failed: {err}")),
         };
     }
-    let Some(socket) = args.socket.or_else(jucode_daemon::default_socket_path_from_env) else {
+    let Some(socket) = args
+        .socket
+        .or_else(jucode_daemon::default_socket_path_from_env)
+    else {
         return fail("cannot find a place for the daemon socket: set JUCODE_HOME or --socket");
     };
     let target = match args.session {
@@ -113,7 +116,10 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
         Ok(profile) => profile,
         Err(message) => return fail(&message),
     };
-    let Some(socket) = args.socket.or_else(jucode_daemon::default_socket_path_from_env) else {
+    let Some(socket) = args
+        .socket
+        .or_else(jucode_daemon::default_socket_path_from_env)
+    else {
         return fail("cannot find a place for the daemon socket: set JUCODE_HOME or --socket");
     };
     match args.action {
@@ -152,7 +158,12 @@ fn init_logging(file: Option<&Path>, default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match file.map(|path| std::fs::OpenOptions::new().create(true).append(true).open(path)) {
+    match file.map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    }) {
         Some(Ok(file)) => builder
             .with_ansi(false)
             .with_writer(std::sync::Mutex::new(file))

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::framing::{Frame, LineCodec};
 use crate::host::{ClientInput, Host, Hosted, OpenParams};
 use crate::outbox::{Outbox, write_loop};
-use crate::registry::{ClientHandle, QuitOutcome, Session, SessionId};
+use crate::registry::{ClientHandle, CloseReason, QuitOutcome, Session, SessionId};
 use crate::server::Shared;
 use crate::wire::{self, Route, SessionField};
 
@@ -313,7 +313,7 @@ impl<H: Host> Connection<H> {
         // Subscribed before the fan-out starts: the opener gets every line from the
         // very first, without a snapshot.
         if session.subscribe(&self.client, None).is_err() || self.shared.stopping.is_cancelled() {
-            session.close_input();
+            session.close_input(CloseReason::DaemonStopping);
         }
         tracing::info!(session = %session.id, client = self.client.id, "session opened");
         let task = crate::fanout::run(self.shared.clone(), session, output);
@@ -353,7 +353,7 @@ impl<H: Host> Connection<H> {
         let Some(session) = self.shared.sessions.get(&id) else {
             return self.error(&format!("unknown session: {id}"), Some(&id));
         };
-        session.close_input();
+        session.close_input(CloseReason::Closed);
         if !self.client.is_attached(&id) {
             // Attached clients learn of the end from `session_closed`; this one would not.
             self.reply(wire::info_line(&format!("closing session {id}"), Some(&id)));

@@ -41,7 +41,7 @@ impl Default for ClientLimits {
         Self {
             max_lines: 8192,
             max_bytes: 32 * 1024 * 1024,
-            final_write_timeout: Duration::from_secs(1),
+            final_write_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -92,6 +92,31 @@ struct Inner {
     state: Option<Box<str>>,
     /// The output has closed; nothing may attach any more.
     ended: bool,
+    /// Why the daemon asked the session to end, for `session_closed.reason`.
+    close_reason: Option<CloseReason>,
+}
+
+/// Why a session ended, as `session_closed` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloseReason {
+    /// A client sent `close`.
+    Closed,
+    /// The last attached client quit (`shutdown`, `/quit`, `/exit`).
+    Quit,
+    /// The daemon is stopping.
+    DaemonStopping,
+}
+
+impl CloseReason {
+    pub(crate) fn as_str(reason: Option<Self>) -> &'static str {
+        match reason {
+            Some(Self::Closed) => "closed",
+            Some(Self::Quit) => "quit",
+            Some(Self::DaemonStopping) => "daemon_stopping",
+            // The engine ended the session on its own.
+            None => "ended",
+        }
+    }
 }
 
 /// What the client asked for cannot be done because the session has ended (or its
@@ -148,8 +173,10 @@ impl<I> Session<I> {
         lock(&self.input).clone()
     }
 
-    /// Drops the daemon's input sender: the session ends once it has wound down.
-    pub(crate) fn close_input(&self) {
+    /// Drops the daemon's input sender: the session ends once it has wound down. The
+    /// first reason given is the one reported.
+    pub(crate) fn close_input(&self, reason: CloseReason) {
+        lock(&self.inner).close_reason.get_or_insert(reason);
         lock(&self.input).take();
     }
 
@@ -227,7 +254,7 @@ impl<I> Session<I> {
         }
         inner.subscribers[index].quitting = true;
         drop(inner);
-        self.close_input();
+        self.close_input(CloseReason::Quit);
         QuitOutcome::Ending
     }
 
@@ -279,17 +306,17 @@ impl<I> Session<I> {
     /// `session_closed` and loses the session; one that was quitting is disconnected
     /// when it has nothing else attached.
     pub(crate) fn end(&self) {
-        let subscribers = {
+        let (subscribers, reason) = {
             let mut inner = lock(&self.inner);
             inner.ended = true;
             let subscribers = std::mem::take(&mut inner.subscribers);
             for s in &subscribers {
                 s.client.forget(&self.id);
             }
-            subscribers
+            (subscribers, inner.close_reason)
         };
-        self.close_input();
-        let closed = crate::wire::session_closed_line(&self.id);
+        lock(&self.input).take();
+        let closed = crate::wire::session_closed_line(&self.id, CloseReason::as_str(reason));
         for s in subscribers {
             let _ = s.client.outbox.push(closed.clone());
             if s.quitting {

@@ -175,7 +175,7 @@ pub async fn run<H: Host>(
 async fn stop<H: Host>(shared: &Shared<H>, grace: Duration) {
     shared.stopping.cancel();
     for session in shared.sessions.all() {
-        session.close_input();
+        session.close_input(crate::registry::CloseReason::DaemonStopping);
     }
     shared.session_tasks.close();
     if tokio::time::timeout(grace, shared.session_tasks.wait())

@@ -126,6 +126,7 @@ enum Event<'a> {
     },
     SessionClosed {
         session: &'a str,
+        reason: &'a str,
     },
     Detached {
         session: &'a str,
@@ -154,8 +155,8 @@ pub(crate) fn info_line(message: &str, session: Option<&str>) -> Bytes {
     encode(&Event::Info { message, session })
 }
 
-pub(crate) fn session_closed_line(session: &str) -> Bytes {
-    encode(&Event::SessionClosed { session })
+pub(crate) fn session_closed_line(session: &str, reason: &str) -> Bytes {
+    encode(&Event::SessionClosed { session, reason })
 }
 
 pub(crate) fn detached_line(session: &str) -> Bytes {
@@ -211,8 +212,8 @@ mod tests {
             b"{\"type\":\"error\",\"message\":\"unknown session: x\",\"session\":\"x\"}\n"
         );
         assert_eq!(
-            &session_closed_line("s")[..],
-            b"{\"type\":\"session_closed\",\"session\":\"s\"}\n"
+            &session_closed_line("s", "closed")[..],
+            b"{\"type\":\"session_closed\",\"session\":\"s\",\"reason\":\"closed\"}\n"
         );
         let status = DaemonStatus {
             pid: 1,

@@ -195,7 +195,7 @@ async fn graceful_stop_ends_sessions_and_removes_socket_and_lock() {
     client.expect("bye").await;
     assert_eq!(
         client.next().await,
-        json!({"type":"session_closed","session":id})
+        json!({"type":"session_closed","session":id,"reason":"daemon_stopping"})
     );
     client.expect_eof().await;
     assert!(!socket.exists(), "socket file left behind");
@@ -221,7 +221,7 @@ async fn stop_gives_up_on_a_session_that_does_not_end() {
     client.expect("bye").await;
     assert_eq!(
         client.next().await,
-        json!({"type":"session_closed","session":id})
+        json!({"type":"session_closed","session":id,"reason":"daemon_stopping"})
     );
     client.expect_eof().await;
 }
@@ -240,7 +240,7 @@ async fn daemon_stop_op_answers_then_stops() {
     client.expect("bye").await;
     assert_eq!(
         client.next().await,
-        json!({"type":"session_closed","session":id})
+        json!({"type":"session_closed","session":id,"reason":"daemon_stopping"})
     );
     client.expect_eof().await;
     daemon.join().await.unwrap();

@@ -119,7 +119,7 @@ async fn attach_detach_close() {
     a.expect("bye").await;
     assert_eq!(
         a.next().await,
-        json!({"type":"session_closed","session":id})
+        json!({"type":"session_closed","session":id,"reason":"closed"})
     );
     assert!(b.sessions().await.is_empty());
     // `a` stays connected: close is not a quit.
@@ -303,7 +303,7 @@ async fn quit_as_the_only_client_ends_the_session_and_the_connection() {
         a.expect("bye").await;
         assert_eq!(
             a.next().await,
-            json!({"type":"session_closed","session":id})
+            json!({"type":"session_closed","session":id,"reason":"quit"})
         );
         a.expect_eof().await;
     }

@@ -57,11 +57,9 @@ async fn stop_signal() {
 /// `jucode daemon start`: starts one unless one answers; prints its status.
 pub fn start(socket: &Path) -> Result<u8, String> {
     block_on(async {
-        let stream = jucode_daemon::connect_or_start(socket, || {
-            super::shim::start_daemon(socket)
-        })
-        .await
-        .map_err(|err| format!("cannot start the daemon at {}: {err}", socket.display()))?;
+        let stream = jucode_daemon::connect_or_start(socket, || super::shim::start_daemon(socket))
+            .await
+            .map_err(|err| format!("cannot start the daemon at {}: {err}", socket.display()))?;
         let status = ask_status(stream).await?;
         println!("{status}");
         Ok(0)
@@ -86,7 +84,11 @@ pub fn stop(socket: &Path) -> Result<u8, String> {
             .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
         // The daemon closes every connection as its last act.
         let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
+        while reader
+            .read_until(b'\n', &mut line)
+            .await
+            .is_ok_and(|n| n > 0)
+        {
             line.clear();
         }
         let deadline = Instant::now() + Duration::from_secs(10);

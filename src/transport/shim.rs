@@ -49,7 +49,11 @@ async fn run(socket: &Path, target: Target) -> i32 {
         Err(message) => return fail(None, &message),
     };
     let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    if stdout.write_all(&hello).and_then(|()| stdout.flush()).is_err() {
+    if stdout
+        .write_all(&hello)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
         return 0;
     }
     let request = match &target {
@@ -64,7 +68,10 @@ async fn run(socket: &Path, target: Target) -> i32 {
     let mut line = request.to_string().into_bytes();
     line.push(b'\n');
     if let Err(err) = writer.write_all(&line).await {
-        return fail(None, &format!("lost the jucode daemon at {}: {err}", socket.display()));
+        return fail(
+            None,
+            &format!("lost the jucode daemon at {}: {err}", socket.display()),
+        );
     }
 
     let (chunks_tx, mut chunks) = mpsc::channel::<StdinChunk>(16);
@@ -84,11 +91,15 @@ async fn run(socket: &Path, target: Target) -> i32 {
                     }
                 }
                 Some(StdinChunk::End) | None => {
-                    // Like a front-end closing its pipe: the daemon detaches this
-                    // client (the session goes on) and closes the connection.
+                    // A front-end closing its pipe leaves the session running in the
+                    // daemon. Detach explicitly (a local socket has no half-close): the
+                    // answer comes after every event of the ops sent before, so those
+                    // are all printed first.
                     stdin_open = false;
                     ending = true;
-                    let _ = writer.shutdown().await;
+                    if writer.write_all(b"{\"op\":\"detach\"}\n").await.is_err() {
+                        break;
+                    }
                 }
             },
             read = reader.read_until(b'\n', &mut event) => {
@@ -102,8 +113,26 @@ async fn run(socket: &Path, target: Target) -> i32 {
                         let _ = stdout.write_all(&event).and_then(|()| stdout.flush());
                         return 2;
                     }
-                    Seen::Closed => {
+                    Seen::Detached if !stdin_open => {
+                        let _ = stdout.flush();
+                        return 0;
+                    }
+                    Seen::Closed { daemon_stopping } => {
+                        // After our own quit, the close is the expected end (in-process
+                        // serve prints nothing then); otherwise someone else closed it,
+                        // or the daemon is going away.
+                        if ending {
+                            let _ = stdout.flush();
+                            return 0;
+                        }
                         let _ = stdout.write_all(&event).and_then(|()| stdout.flush());
+                        if daemon_stopping {
+                            drop(stdout);
+                            return fail(
+                                session.as_deref(),
+                                &format!("the jucode daemon at {} is stopping; the session has ended", socket.display()),
+                            );
+                        }
                         return 0;
                     }
                     _ => {}
@@ -143,15 +172,20 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
         let stream = jucode_daemon::connect_or_start(socket, || start_daemon(socket))
             .await
             .map_err(|err| {
-                format!("cannot reach the jucode daemon at {}: {err}", socket.display())
+                format!(
+                    "cannot reach the jucode daemon at {}: {err}",
+                    socket.display()
+                )
             })?;
         let (reader, mut writer) = tokio::io::split(stream);
         let mut reader = BufReader::new(reader);
         let mut hello = Vec::new();
-        reader
-            .read_until(b'\n', &mut hello)
-            .await
-            .map_err(|err| format!("the jucode daemon at {} did not say hello: {err}", socket.display()))?;
+        reader.read_until(b'\n', &mut hello).await.map_err(|err| {
+            format!(
+                "the jucode daemon at {} did not say hello: {err}",
+                socket.display()
+            )
+        })?;
         let value: Value = serde_json::from_slice(&hello).unwrap_or(Value::Null);
         if value["type"] != "hello" || value["protocol"] != PROTOCOL_VERSION {
             return Err(format!(
@@ -173,7 +207,11 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
             let _ = writer.write_all(b"{\"op\":\"daemon_stop\"}\n").await;
             // Its closing of the connection says it is gone.
             let mut rest = Vec::new();
-            while reader.read_until(b'\n', &mut rest).await.is_ok_and(|n| n > 0) {
+            while reader
+                .read_until(b'\n', &mut rest)
+                .await
+                .is_ok_and(|n| n > 0)
+            {
                 rest.clear();
             }
             continue;
@@ -190,10 +228,7 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
     ))
 }
 
-async fn daemon_sessions(
-    reader: &mut BufReader<ReadHalf>,
-    writer: &mut WriteHalf,
-) -> Option<u64> {
+async fn daemon_sessions(reader: &mut BufReader<ReadHalf>, writer: &mut WriteHalf) -> Option<u64> {
     writer
         .write_all(b"{\"op\":\"daemon_status\"}\n")
         .await
@@ -233,7 +268,11 @@ enum Seen {
     /// An `error` before any session started: the daemon refused the open or attach.
     Refused,
     /// Our session was closed for everyone.
-    Closed,
+    Closed {
+        daemon_stopping: bool,
+    },
+    /// The daemon confirmed our `detach`.
+    Detached,
     Other,
 }
 
@@ -250,10 +289,15 @@ fn inspect(line: &[u8], session: Option<&str>) -> Seen {
     if session.is_none() && interesting("error") {
         return Seen::Refused;
     }
-    if interesting("session_closed") {
+    if interesting("session_closed") || interesting("detached") {
         let value: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
         if value["session"].as_str() == session {
-            return Seen::Closed;
+            if value["type"] == "detached" {
+                return Seen::Detached;
+            }
+            return Seen::Closed {
+                daemon_stopping: value["reason"] == "daemon_stopping",
+            };
         }
     }
     Seen::Other
@@ -314,10 +358,11 @@ impl QuitScanner {
                 self.line.clear();
                 self.too_long = false;
             } else if !self.too_long {
-                self.line.push(byte);
-                if self.line.len() > Self::MAX {
+                if self.line.len() == Self::MAX {
                     self.too_long = true;
                     self.line.clear();
+                } else {
+                    self.line.push(byte);
                 }
             }
         }
@@ -361,17 +406,53 @@ mod tests {
         assert!(scanner.feed(b"{\"op\":\"command\",\"input\":\" /exit \"}\n"));
         assert!(!scanner.feed(b"{\"op\":\"command\",\"input\":\"/quit now\"}\n"));
         let long = format!("{{\"op\":\"shutdown\",\"pad\":\"{}\"}}\n", "x".repeat(5000));
-        assert!(!scanner.feed(long.as_bytes()), "long lines are never quit ops");
-        assert!(scanner.line.capacity() < 2 * QuitScanner::MAX);
+        assert!(
+            !scanner.feed(long.as_bytes()),
+            "long lines are never quit ops"
+        );
+        assert!(scanner.line.capacity() <= QuitScanner::MAX);
     }
 
     #[test]
     fn inspect_recognises_the_lines_that_matter() {
         let startup = br#"{"type":"startup","version":"0","session_id":"s1","session":"s1"}"#;
         assert!(matches!(inspect(startup, None), Seen::Startup(id) if id == "s1"));
-        assert!(matches!(inspect(br#"{"type":"error","message":"unknown session: x"}"#, None), Seen::Refused));
-        assert!(matches!(inspect(br#"{"type":"error","message":"x","session":"s1"}"#, Some("s1")), Seen::Other));
-        assert!(matches!(inspect(br#"{"type":"session_closed","session":"s1"}"#, Some("s1")), Seen::Closed));
-        assert!(matches!(inspect(br#"{"type":"session_closed","session":"s2"}"#, Some("s1")), Seen::Other));
+        assert!(matches!(
+            inspect(br#"{"type":"error","message":"unknown session: x"}"#, None),
+            Seen::Refused
+        ));
+        assert!(matches!(
+            inspect(
+                br#"{"type":"error","message":"x","session":"s1"}"#,
+                Some("s1")
+            ),
+            Seen::Other
+        ));
+        assert!(matches!(
+            inspect(
+                br#"{"type":"session_closed","session":"s1","reason":"closed"}"#,
+                Some("s1")
+            ),
+            Seen::Closed {
+                daemon_stopping: false
+            }
+        ));
+        assert!(matches!(
+            inspect(
+                br#"{"type":"session_closed","session":"s1","reason":"daemon_stopping"}"#,
+                Some("s1")
+            ),
+            Seen::Closed {
+                daemon_stopping: true
+            }
+        ));
+        assert!(matches!(
+            inspect(br#"{"type":"detached","session":"s1"}"#, Some("s1")),
+            Seen::Detached
+        ));
+        assert!(matches!(
+            inspect(br#"{"type":"session_closed","session":"s2"}"#, Some("s1")),
+            Seen::Other
+        ));
     }
 }

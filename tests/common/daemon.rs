@@ -86,11 +86,18 @@ impl Raw {
     pub fn next(&mut self) -> Value {
         let mut line = String::new();
         let read = self.reader.read_line(&mut line).unwrap_or_else(|err| {
-            panic!("no line from the daemon ({err}); seen so far: {:#?}", self.seen)
+            panic!(
+                "no line from the daemon ({err}); seen so far: {:#?}",
+                self.seen
+            )
         });
-        assert!(read > 0, "the daemon closed the connection; seen: {:#?}", self.seen);
-        let value: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|err| panic!("not JSON ({err}): {line}"));
+        assert!(
+            read > 0,
+            "the daemon closed the connection; seen: {:#?}",
+            self.seen
+        );
+        let value: Value =
+            serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"));
         self.seen.push(value.clone());
         value
     }
@@ -100,8 +107,8 @@ impl Raw {
         let mut events = Vec::new();
         loop {
             let event = self.next();
-            let done = event["type"] == ty
-                && session.is_none_or(|s| event["session"].as_str() == Some(s));
+            let done =
+                event["type"] == ty && session.is_none_or(|s| event["session"].as_str() == Some(s));
             events.push(event);
             if done {
                 return events;
@@ -124,8 +131,13 @@ impl Raw {
     /// Opens a session in `cwd`; returns its id.
     pub fn open(&mut self, cwd: &std::path::Path) -> String {
         self.send(serde_json::json!({"op": "open", "cwd": cwd, "chat": false, "env": {}}));
-        let batch = self.until("mcp_servers", None);
-        batch[0]["session_id"].as_str().expect("startup").to_owned()
+        let startup = self.until("startup", None).pop().expect("startup");
+        let mut batch = vec![startup];
+        batch.extend(self.until("mcp_servers", None));
+        batch[0]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no startup: {batch:#?}"))
+            .to_owned()
     }
 }
 

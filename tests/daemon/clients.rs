@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::daemon::{DaemonGuard, Raw};
-use crate::common::mock::{Gate, MockModel, Reply, Step, text, text_reply, usage, finish};
+use crate::common::mock::{Gate, MockModel, Reply, Step, finish, text, text_reply, usage};
 use crate::common::serve::{Home, Serve, types};
 
 fn replay_home(script: &str) -> Home {
@@ -20,8 +20,11 @@ fn replay_home(script: &str) -> Home {
     home
 }
 
-/// Replaces what legitimately differs between two runs: ids and timestamps.
-fn normalize(mut event: Value) -> Value {
+/// Replaces what legitimately differs between two runs: ids, timestamps and the
+/// temporary home directory.
+fn normalize(event: Value, home: &str) -> Value {
+    let mut event: Value =
+        serde_json::from_str(&event.to_string().replace(home, "<home>")).unwrap();
     if let Some(object) = event.as_object_mut() {
         for key in ["session", "session_id"] {
             if object.contains_key(key) {
@@ -33,7 +36,7 @@ fn normalize(mut event: Value) -> Value {
 }
 
 /// Runs the same ops through a serve process; returns every stdout line, normalized.
-fn transcript_of(mut serve: Serve, ops: &[Value]) -> Vec<Value> {
+fn transcript_of(mut serve: Serve, home: &Home, ops: &[Value]) -> Vec<Value> {
     let mut events = vec![serve.next()];
     events.extend(serve.until("mcp_servers"));
     for op in ops {
@@ -47,7 +50,8 @@ fn transcript_of(mut serve: Serve, ops: &[Value]) -> Vec<Value> {
     serve.send(json!({"op": "shutdown"}));
     events.extend(serve.rest());
     assert_eq!(serve.wait().code(), Some(0));
-    events.into_iter().map(normalize).collect()
+    let home = home.path().display().to_string();
+    events.into_iter().map(|e| normalize(e, &home)).collect()
 }
 
 #[test]
@@ -68,11 +72,12 @@ fn the_shim_prints_exactly_what_in_process_serve_prints() {
         json!({"op": "user_message", "content": "and now?", "files": ["/tmp/x.log"]}),
         json!({"op": "command", "input": "/transcript"}),
     ];
+    // One home for both runs: the prompt names the working directory, so a different
+    // path would change token counts. Each session replays the script from its start.
     let home = replay_home(script);
-    let in_process = transcript_of(Serve::start(&home), &ops);
-    let home = replay_home(script);
+    let in_process = transcript_of(Serve::start(&home), &home, &ops);
     let _guard = DaemonGuard(&home);
-    let through_daemon = transcript_of(Serve::shim(&home).start(), &ops);
+    let through_daemon = transcript_of(Serve::shim(&home).start(), &home, &ops);
     assert!(in_process.len() > 20);
     pretty_assertions::assert_eq!(in_process, through_daemon);
 }
@@ -88,7 +93,10 @@ fn two_shims_get_two_sessions_on_one_daemon() {
     assert_ne!(a_batch[0]["session_id"], b_batch[0]["session_id"]);
     let status = home.daemon_status().expect("a daemon answers");
     assert_eq!(status["sessions"], 2);
-    assert_eq!(status["clients"], 2);
+    assert_eq!(
+        status["clients"], 3,
+        "two shims and the status query itself"
+    );
     assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(status["socket"], home.socket().display().to_string());
     assert!(status["pid"].as_u64().unwrap() > 0);
@@ -162,12 +170,18 @@ fn a_late_client_sees_the_conversation_and_the_live_turn() {
         assert_eq!(rest.last().unwrap()["message"], "ready");
         let next = client.until("status");
         assert_eq!(next.last().unwrap()["message"], "ready");
-        assert!(next.iter().any(|e| e["type"] == "user_message" && e["content"] == "queued one"));
+        assert!(
+            next.iter()
+                .any(|e| e["type"] == "user_message" && e["content"] == "queued one")
+        );
     }
     model.push(text_reply(&["third"]));
     second.send(json!({"op": "user_message", "content": "from the second client"}));
     let seen = first.until("status");
-    assert!(seen.iter().any(|e| e["content"] == "from the second client"));
+    assert!(
+        seen.iter()
+            .any(|e| e["content"] == "from the second client")
+    );
 }
 
 #[test]
@@ -216,7 +230,10 @@ fn approvals_are_first_come_and_everyone_learns_the_answer() {
     let mut second = Serve::shim(&home).arg("--session").arg(&session).start();
     second.next();
     let snapshot = second.until("status");
-    let request = snapshot.iter().find(|e| e["type"] == "approval_request").expect("open request");
+    let request = snapshot
+        .iter()
+        .find(|e| e["type"] == "approval_request")
+        .expect("open request");
     assert_eq!(request["call_id"], "c1");
 
     second.send(json!({"op": "approve", "call_id": "c1", "decision": "allow"}));
@@ -226,7 +243,12 @@ fn approvals_are_first_come_and_everyone_learns_the_answer() {
     }
     first.send(json!({"op": "approve", "call_id": "c1", "decision": "deny"}));
     let error = first.until("error");
-    assert!(error.last().unwrap()["message"].as_str().unwrap().contains("c1"));
+    assert!(
+        error.last().unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("c1")
+    );
     second.until("status");
     assert!(home.path().join("ok.txt").exists());
 }
@@ -234,6 +256,8 @@ fn approvals_are_first_come_and_everyone_learns_the_answer() {
 #[test]
 fn one_connection_multiplexes_two_sessions() {
     let home = Home::new();
+    // A configured model: no demo notice trails the startup batches.
+    home.write_config("model = \"replay/demo\"\n");
     let _guard = DaemonGuard(&home);
     assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
     let mut raw = Raw::connect(&home);
@@ -262,7 +286,12 @@ fn one_connection_multiplexes_two_sessions() {
     raw.send(json!({"op": "agent_runs", "session": "no-such-session"}));
     let error = raw.next();
     assert_eq!(error["type"], "error");
-    assert!(error["message"].as_str().unwrap().contains("no-such-session"));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-session")
+    );
     raw.send(json!({"op": "attach", "session": "no-such-session"}));
     assert_eq!(raw.next()["type"], "error");
 
@@ -292,7 +321,10 @@ fn a_client_that_never_reads_is_cut_off_without_slowing_the_others() {
     // From here the stalled client reads nothing.
     reader.send(json!({"op": "user_message", "content": "stream"}));
     let events = reader.until("status");
-    let received = events.iter().filter(|e| e["type"] == "assistant_delta").count();
+    let received = events
+        .iter()
+        .filter(|e| e["type"] == "assistant_delta")
+        .count();
     assert_eq!(received, deltas, "the reading client got every delta");
     // The stalled client was disconnected with a final error line saying why.
     stalled
@@ -304,6 +336,9 @@ fn a_client_that_never_reads_is_cut_off_without_slowing_the_others() {
     let last = rest.lines().last().expect("some output before the cut");
     let last: Value = serde_json::from_str(last).expect("the last line is whole JSON");
     assert_eq!(last["type"], "error", "{last}");
-    assert!(last["message"].as_str().unwrap().contains("behind"), "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("behind"),
+        "{last}"
+    );
     assert!(rest.lines().count() < deltas, "it did not get everything");
 }

@@ -46,9 +46,16 @@ fn quitting_ends_the_client_and_the_session_only_when_alone() {
     b.until("status");
     a.send(json!({"op": "command", "input": "/quit"}));
     assert_eq!(a.wait().code(), Some(0));
-    assert_eq!(home.daemon_status().unwrap()["sessions"], 1, "b keeps it alive");
+    assert_eq!(
+        home.daemon_status().unwrap()["sessions"],
+        1,
+        "b keeps it alive"
+    );
     b.send(json!({"op": "agent_runs"}));
-    assert_eq!(b.until("agent_runs").last().unwrap()["session"], session.as_str());
+    assert_eq!(
+        b.until("agent_runs").last().unwrap()["session"],
+        session.as_str()
+    );
     b.send(json!({"op": "shutdown"}));
     assert_eq!(b.wait().code(), Some(0));
     let status = home.daemon_status().unwrap();
@@ -80,7 +87,10 @@ fn shims_racing_to_start_end_with_one_daemon() {
     sessions.dedup();
     assert_eq!(sessions.len(), 4);
     let status = home.daemon_status().unwrap();
-    assert_eq!(status["sessions"], 4, "all four are in one daemon: {status}");
+    assert_eq!(
+        status["sessions"], 4,
+        "all four are in one daemon: {status}"
+    );
 }
 
 #[test]
@@ -104,7 +114,10 @@ fn a_stale_socket_from_a_killed_daemon_is_replaced() {
         assert!(std::time::Instant::now() < deadline, "daemon did not die");
         std::thread::yield_now();
     }
-    assert!(home.socket().exists(), "SIGKILL leaves the socket file behind");
+    assert!(
+        home.socket().exists(),
+        "SIGKILL leaves the socket file behind"
+    );
     let mut serve = Serve::shim(&home).start();
     serve.skip_startup();
     let new_pid = home.daemon_status().unwrap()["pid"].as_u64().unwrap();
@@ -119,7 +132,10 @@ fn the_socket_is_private() {
     // requires of its socket directory.
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
-    let mode = std::fs::metadata(home.socket()).unwrap().permissions().mode();
+    let mode = std::fs::metadata(home.socket())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     let dir = std::fs::metadata(home.path()).unwrap().permissions().mode();
     assert_eq!(dir & 0o077, 0, "{dir:o}");
