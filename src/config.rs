@@ -104,6 +104,17 @@ pub struct Config {
     pub approval_mode: Option<ApprovalMode>,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[daemon]`: settings of `jucode daemon` (read when it starts).
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+}
+
+/// How far a daemon client may fall behind before it is disconnected.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    pub max_client_lines: Option<usize>,
+    pub max_client_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -5,6 +5,13 @@
 //! which cuts off a client that falls behind instead of blocking. So a session's
 //! engine only ever waits for this task, which only ever waits for the engine.
 //!
+//! It does pace itself: while every attached client is congested (thousands of lines
+//! waiting, see [`PACE_LINES`](crate::outbox::PACE_LINES)) it waits for one of them to
+//! drain. A session therefore streams at the pace of its fastest client, like `jucode
+//! serve` in process does with its one reader, instead of cutting off a lone client
+//! that is merely slower than a scripted burst; clients slower than the fastest still
+//! fall behind and are cut off at their limits, so none of them holds the others back.
+//!
 //! Every client gets the same [`Bytes`](bytes::Bytes) (a reference count, not a copy),
 //! never re-serialized. A snapshot goes to the one client that asked for it, at the
 //! point of the output stream the engine placed it: lines before it are covered by it
@@ -19,6 +26,9 @@ use crate::host::{Host, HostOutput};
 use crate::registry::Session;
 use crate::server::Shared;
 
+/// The most output items taken from a session at once.
+const BATCH: usize = 256;
+
 /// Runs until the session's output closes (or the daemon gives up waiting for it
 /// during a stop), then unregisters the session and tells its clients.
 pub(crate) async fn run<H: Host>(
@@ -26,22 +36,61 @@ pub(crate) async fn run<H: Host>(
     session: Arc<Session<H::Input>>,
     mut output: mpsc::Receiver<H::Output>,
 ) {
+    // Everything the engine has ready is taken at once and handed on as runs of lines.
+    let mut items = Vec::new();
+    let mut lines = Vec::new();
     loop {
-        let item = tokio::select! {
-            item = output.recv() => item,
+        let received = tokio::select! {
+            received = output.recv_many(&mut items, BATCH) => received,
             () = shared.abandon_sessions.cancelled() => {
                 tracing::warn!(session = %session.id, "session did not end in time; dropping it");
-                None
+                0
             }
         };
-        let Some(item) = item else { break };
-        match item.into() {
-            HostOutput::Line(line) => session.deliver(&line),
-            HostOutput::Snapshot { token, lines } => session.deliver_snapshot(token, lines),
+        if received == 0 {
+            break;
+        }
+        pace(&shared, &session).await;
+        for item in items.drain(..) {
+            match item.into() {
+                HostOutput::Line(line) => lines.push(line),
+                HostOutput::Snapshot {
+                    token,
+                    lines: snapshot,
+                } => {
+                    // Lines before the snapshot go out first: order is the contract.
+                    session.deliver_all(&lines);
+                    lines.clear();
+                    session.deliver_snapshot(token, snapshot);
+                }
+            }
+        }
+        if !lines.is_empty() {
+            session.deliver_all(&lines);
+            lines.clear();
+        }
+        // An idle session keeps no batch memory: thousands of them may wait.
+        if items.capacity() > 16 {
+            items = Vec::new();
+            lines = Vec::new();
         }
     }
     drop(output);
     shared.sessions.remove(&session.id);
     session.end();
     tracing::info!(session = %session.id, "session ended");
+}
+
+/// Waits while every attached client is congested; re-checks at least every 50 ms, so a
+/// client that leaves or is cut off never keeps the session waiting.
+async fn pace<H: Host>(shared: &Shared<H>, session: &Session<H::Input>) {
+    while let Some(client) = session.pacer() {
+        if shared.abandon_sessions.is_cancelled() {
+            return;
+        }
+        client
+            .outbox
+            .drained_or(std::time::Duration::from_millis(50))
+            .await;
+    }
 }

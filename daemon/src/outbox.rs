@@ -11,19 +11,28 @@
 //! client rather than tmux's: the client reconnects and re-attaches, getting a fresh
 //! snapshot, instead of the daemon buffering without limit.
 //!
-//! The writer takes everything queued at once and hands it to one vectored write, so a
-//! burst of deltas costs one syscall, and nothing waits in a buffer while the session
-//! is idle.
+//! The writer takes everything queued at once and copies it into one staging buffer
+//! per write (local sockets offer no vectored writes), so a burst of deltas costs one
+//! system call per client rather than one per event, and nothing waits in a buffer
+//! while the session is idle.
 
 use std::collections::VecDeque;
-use std::io::IoSlice;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+/// A session pauses (and so its engine) while *every* attached client has more than
+/// this many lines or bytes waiting: the session goes at the pace of its fastest client,
+/// and only clients slower than that one fall behind towards the limits below.
+pub(crate) const PACE_LINES: usize = 4096;
+pub(crate) const PACE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most bytes copied together into one write.
+const STAGING: usize = 256 * 1024;
 
 /// How far a client may fall behind before it is disconnected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +48,7 @@ pub struct ClientLimits {
 impl Default for ClientLimits {
     fn default() -> Self {
         Self {
-            max_lines: 8192,
+            max_lines: 131_072,
             max_bytes: 32 * 1024 * 1024,
             final_write_timeout: Duration::from_secs(30),
         }
@@ -84,9 +93,17 @@ enum End {
     Overflow,
 }
 
+/// Whole event lines sharing one buffer: a run of lines delivered together is
+/// concatenated once and the same chunk goes to every client.
+#[derive(Debug, Clone)]
+pub(crate) struct Chunk {
+    pub bytes: Bytes,
+    pub lines: usize,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    queue: VecDeque<Bytes>,
+    queue: VecDeque<Chunk>,
     /// Lines and bytes queued plus those in the writer's current batch.
     lines: usize,
     bytes: usize,
@@ -98,6 +115,9 @@ struct State {
 pub(crate) struct Outbox {
     state: Mutex<State>,
     ready: Notify,
+    /// Notified whenever the writer has written a batch: what a session paced by this
+    /// client waits for.
+    drained: Notify,
     /// Cancelled on overflow, to interrupt a write blocked on a client that stopped
     /// reading.
     overflowed: CancellationToken,
@@ -117,6 +137,7 @@ impl Outbox {
         Self {
             state: Mutex::new(State::default()),
             ready: Notify::new(),
+            drained: Notify::new(),
             overflowed: CancellationToken::new(),
             limits,
         }
@@ -126,12 +147,20 @@ impl Outbox {
     /// single line larger than the byte limit (a huge snapshot) still goes through when
     /// nothing else is pending, or such a session could never be attached.
     pub(crate) fn push(&self, line: Bytes) -> Result<(), Closed> {
+        self.push_chunk(Chunk {
+            bytes: line,
+            lines: 1,
+        })
+    }
+
+    /// Queues a chunk of whole lines with one lock and one wake-up of the writer.
+    pub(crate) fn push_chunk(&self, chunk: Chunk) -> Result<(), Closed> {
         let mut state = self.lock();
         if state.end.is_some() {
             return Err(Closed);
         }
-        let too_many = state.lines + 1 > self.limits.max_lines;
-        let too_big = state.bytes + line.len() > self.limits.max_bytes;
+        let too_many = state.lines + chunk.lines > self.limits.max_lines;
+        let too_big = state.bytes + chunk.bytes.len() > self.limits.max_bytes;
         if state.lines > 0 && (too_many || too_big) {
             state.end = Some(End::Overflow);
             state.queue = VecDeque::new();
@@ -140,9 +169,9 @@ impl Outbox {
             self.ready.notify_one();
             return Err(Closed);
         }
-        state.lines += 1;
-        state.bytes += line.len();
-        state.queue.push_back(line);
+        state.lines += chunk.lines;
+        state.bytes += chunk.bytes.len();
+        state.queue.push_back(chunk);
         drop(state);
         self.ready.notify_one();
         Ok(())
@@ -172,7 +201,7 @@ impl Outbox {
     }
 
     /// Waits for work and moves every queued line into `batch` (which must be empty).
-    async fn next(&self, batch: &mut VecDeque<Bytes>) -> Step {
+    async fn next(&self, batch: &mut VecDeque<Chunk>) -> Step {
         loop {
             {
                 let mut state = self.lock();
@@ -196,6 +225,34 @@ impl Outbox {
         let mut state = self.lock();
         state.lines = state.lines.saturating_sub(lines);
         state.bytes = state.bytes.saturating_sub(bytes);
+        drop(state);
+        self.drained.notify_waiters();
+    }
+
+    /// Whether the client has more than [`PACE_LINES`] lines or [`PACE_BYTES`] bytes
+    /// waiting, or half its limits when those are lower (a closed client never counts
+    /// as congested).
+    pub(crate) fn congested(&self) -> bool {
+        let lines = PACE_LINES.min(self.limits.max_lines / 2);
+        let bytes = PACE_BYTES.min(self.limits.max_bytes / 2);
+        let state = self.lock();
+        state.end.is_none() && (state.lines > lines || state.bytes > bytes)
+    }
+
+    /// Lines waiting (queued or being written).
+    pub(crate) fn backlog(&self) -> usize {
+        self.lock().lines
+    }
+
+    /// Waits until the writer writes something, or `limit` passes.
+    pub(crate) async fn drained_or(&self, limit: std::time::Duration) {
+        let drained = self.drained.notified();
+        tokio::pin!(drained);
+        drained.as_mut().enable();
+        if !self.congested() {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, drained).await;
     }
 }
 
@@ -207,6 +264,7 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     hard_stop: &CancellationToken,
 ) {
     let mut batch = VecDeque::new();
+    let mut staging = Vec::new();
     loop {
         let step = tokio::select! {
             step = outbox.next(&mut batch) => step,
@@ -214,28 +272,54 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
         };
         match step {
             Step::Write => {
-                let lines = batch.len();
-                let total: usize = batch.iter().map(Bytes::len).sum();
-                let mut buf = Lines::new(&batch, total);
-                let result = tokio::select! {
-                    biased;
-                    () = outbox.overflowed.cancelled() => {
-                        let partial = buf.remaining() != total;
-                        send_final_line(&mut out, &outbox.limits, partial).await;
+                let lines: usize = batch.iter().map(|chunk| chunk.lines).sum();
+                let total: usize = batch.iter().map(|chunk| chunk.bytes.len()).sum();
+                let mut next = 0;
+                while next < batch.len() {
+                    // A lone chunk is written as it is; several small ones are copied
+                    // together first (local sockets take no vectored writes, and one
+                    // write per chunk would cost a system call per event when a client
+                    // keeps up line by line).
+                    let data: &[u8] =
+                        if batch.len() - next == 1 || batch[next].bytes.len() >= STAGING {
+                            next += 1;
+                            &batch[next - 1].bytes
+                        } else {
+                            staging.clear();
+                            while next < batch.len()
+                                && (staging.is_empty()
+                                    || staging.len() + batch[next].bytes.len() <= STAGING)
+                            {
+                                staging.extend_from_slice(&batch[next].bytes);
+                                next += 1;
+                            }
+                            &staging
+                        };
+                    let mut written = 0;
+                    let result = tokio::select! {
+                        biased;
+                        () = outbox.overflowed.cancelled() => {
+                            // Cut mid-line unless what went out ends a line.
+                            let partial = written > 0 && data[written - 1] != b'\n';
+                            send_final_line(&mut out, &outbox.limits, partial).await;
+                            return;
+                        }
+                        () = hard_stop.cancelled() => return,
+                        result = write_tracked(&mut out, data, &mut written) => result,
+                    };
+                    if let Err(err) = result {
+                        tracing::debug!(%err, "client write failed");
                         return;
                     }
-                    () = hard_stop.cancelled() => return,
-                    result = write_all(&mut out, &mut buf) => result,
-                };
-                if let Err(err) = result {
-                    tracing::debug!(%err, "client write failed");
-                    return;
                 }
                 outbox.written(lines, total);
                 batch.clear();
                 if batch.capacity() > 1024 {
                     // A burst grew it; an idle client should not keep that memory.
                     batch = VecDeque::new();
+                }
+                if staging.capacity() > 2 * STAGING {
+                    staging = Vec::new();
                 }
             }
             Step::Finish => return,
@@ -247,8 +331,20 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     }
 }
 
-async fn write_all<W: AsyncWrite + Unpin>(out: &mut W, buf: &mut Lines<'_>) -> std::io::Result<()> {
-    out.write_all_buf(buf).await?;
+/// Writes `buf` and flushes, counting progress in `written` so that a write cancelled
+/// halfway knows where it stopped.
+async fn write_tracked<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    buf: &[u8],
+    written: &mut usize,
+) -> std::io::Result<()> {
+    while *written < buf.len() {
+        let n = out.write(&buf[*written..]).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        *written += n;
+    }
     out.flush().await
 }
 
@@ -271,80 +367,6 @@ async fn send_final_line<W: AsyncWrite + Unpin>(out: &mut W, limits: &ClientLimi
     }
 }
 
-/// A batch of lines as one [`Buf`], so `write_all_buf` can use vectored writes.
-struct Lines<'a> {
-    lines: &'a VecDeque<Bytes>,
-    /// Index of the current line and offset into it.
-    index: usize,
-    offset: usize,
-    remaining: usize,
-}
-
-impl<'a> Lines<'a> {
-    fn new(lines: &'a VecDeque<Bytes>, total: usize) -> Self {
-        let mut this = Self {
-            lines,
-            index: 0,
-            offset: 0,
-            remaining: total,
-        };
-        this.skip_empty();
-        this
-    }
-
-    fn skip_empty(&mut self) {
-        while self.index < self.lines.len() && self.offset == self.lines[self.index].len() {
-            self.index += 1;
-            self.offset = 0;
-        }
-    }
-}
-
-impl Buf for Lines<'_> {
-    fn remaining(&self) -> usize {
-        self.remaining
-    }
-
-    fn chunk(&self) -> &[u8] {
-        match self.lines.get(self.index) {
-            Some(line) => &line[self.offset..],
-            None => &[],
-        }
-    }
-
-    fn advance(&mut self, mut cnt: usize) {
-        assert!(cnt <= self.remaining, "advanced past the end of a batch");
-        self.remaining -= cnt;
-        while cnt > 0 {
-            let left = self.lines[self.index].len() - self.offset;
-            if cnt < left {
-                self.offset += cnt;
-                return;
-            }
-            cnt -= left;
-            self.index += 1;
-            self.offset = 0;
-        }
-        self.skip_empty();
-    }
-
-    fn chunks_vectored<'b>(&'b self, dst: &mut [IoSlice<'b>]) -> usize {
-        let mut filled = 0;
-        let mut offset = self.offset;
-        for line in self.lines.iter().skip(self.index) {
-            if filled == dst.len() {
-                break;
-            }
-            if offset < line.len() {
-                dst[filled] = IoSlice::new(&line[offset..]);
-                filled += 1;
-            }
-            offset = 0;
-        }
-        filled
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,24 +380,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn lines_buf_walks_every_byte_once() {
-        let lines: VecDeque<Bytes> = ["ab", "", "cde", "f"]
-            .into_iter()
-            .map(|s| Bytes::from_static(s.as_bytes()))
+    #[tokio::test]
+    async fn a_burst_is_written_in_one_go_and_byte_for_byte() {
+        let outbox = Outbox::new(limits(100, 1 << 20));
+        let lines: Vec<Bytes> = (0..50)
+            .map(|i| Bytes::from(format!("line {i}\n")))
             .collect();
-        let mut buf = Lines::new(&lines, 6);
-        let mut out = Vec::new();
-        while buf.has_remaining() {
-            let chunk = buf.chunk();
-            let take = chunk.len().min(2);
-            out.extend_from_slice(&chunk[..take]);
-            buf.advance(take);
+        for line in &lines[..10] {
+            outbox.push(line.clone()).unwrap();
         }
-        assert_eq!(out, b"abcdef");
-        let buf = Lines::new(&lines, 6);
-        let mut slices = [IoSlice::new(&[]); 8];
-        assert_eq!(buf.chunks_vectored(&mut slices), 3);
+        outbox
+            .push_chunk(Chunk {
+                bytes: Bytes::from(lines[10..].concat()),
+                lines: 40,
+            })
+            .unwrap();
+        outbox.finish();
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        write_loop(server, &outbox, &CancellationToken::new()).await;
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, lines.concat());
+        assert_eq!(outbox.backlog(), 0);
     }
 
     #[test]

@@ -260,8 +260,24 @@ impl<I> Session<I> {
 
     /// Queues an event line for every live subscriber; a client whose queue overflows
     /// (or that is going away) is dropped from the session.
-    pub(crate) fn deliver(&self, line: &Bytes) {
-        let status = crate::wire::status_message(line);
+    /// Queues a run of consecutive lines for every live subscriber. The run is copied
+    /// into one buffer once, and that same chunk goes to every client: a hundred
+    /// clients cost a hundred reference counts per burst, not per line.
+    pub(crate) fn deliver_all(&self, lines: &[Bytes]) {
+        let status = lines
+            .iter()
+            .rev()
+            .find_map(|line| crate::wire::status_message(line));
+        if status.is_none() && lock(&self.inner).subscribers.is_empty() {
+            return;
+        }
+        let chunk = crate::outbox::Chunk {
+            bytes: match lines {
+                [line] => line.clone(),
+                lines => Bytes::from(lines.concat()),
+            },
+            lines: lines.len(),
+        };
         let mut inner = lock(&self.inner);
         if let Some(message) = status {
             inner.state = Some(message.into_boxed_str());
@@ -271,12 +287,36 @@ impl<I> Session<I> {
             if s.waiting_for.is_some() {
                 return true;
             }
-            let kept = s.client.outbox.push(line.clone()).is_ok();
+            let kept = s.client.outbox.push_chunk(chunk.clone()).is_ok();
             if !kept {
                 s.client.forget(id);
             }
             kept
         });
+    }
+
+    /// When every live subscriber is congested, the least congested one: the session
+    /// must wait for it before delivering more. `None` when anyone keeps up (or nobody
+    /// is attached), so a slow client never holds back a faster one.
+    pub(crate) fn pacer(&self) -> Option<Arc<ClientHandle>> {
+        let inner = lock(&self.inner);
+        let mut live = inner
+            .subscribers
+            .iter()
+            .filter(|s| s.waiting_for.is_none())
+            .peekable();
+        live.peek()?;
+        let mut fastest: Option<(usize, &Arc<ClientHandle>)> = None;
+        for subscriber in live {
+            if !subscriber.client.outbox.congested() {
+                return None;
+            }
+            let backlog = subscriber.client.outbox.backlog();
+            if fastest.is_none_or(|(least, _)| backlog < least) {
+                fastest = Some((backlog, &subscriber.client));
+            }
+        }
+        fastest.map(|(_, client)| client.clone())
     }
 
     /// Hands a snapshot to the one subscriber waiting for `token`, which is live from

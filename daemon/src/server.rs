@@ -45,7 +45,7 @@ pub struct DaemonOptions {
 }
 
 impl DaemonOptions {
-    /// Defaults for `socket`: 8192 lines / 32 MiB per client, 3 s stop phases.
+    /// Defaults for `socket`: 131072 lines / 32 MiB per client, 3 s stop phases.
     pub fn new(socket: impl Into<PathBuf>) -> Self {
         Self {
             socket: socket.into(),

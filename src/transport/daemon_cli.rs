@@ -18,9 +18,20 @@ pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
         .enable_all()
         .thread_name("jucode-daemon")
         .build()?;
+    let loaded = crate::config::LoadedConfig::load(&profile.config_path());
+    for problem in &loaded.problems {
+        tracing::error!("{problem}");
+    }
+    let limits = loaded.config.daemon;
     runtime.block_on(async move {
         let mut options = jucode_daemon::DaemonOptions::new(socket).with_systemd_listener()?;
         options.version = VERSION.to_owned();
+        if let Some(lines) = limits.max_client_lines {
+            options.client_limits.max_lines = lines.max(1);
+        }
+        if let Some(bytes) = limits.max_client_bytes {
+            options.client_limits.max_bytes = bytes.max(1024);
+        }
         let host = Arc::new(EngineHost::new(profile));
         jucode_daemon::run(host, options, stop_signal()).await
     })

@@ -304,11 +304,14 @@ fn one_connection_multiplexes_two_sessions() {
 
 #[test]
 fn a_client_that_never_reads_is_cut_off_without_slowing_the_others() {
-    let deltas = 60_000;
+    let deltas = 20_000;
     let home = replay_home(&format!(
         "{{\"text\":\"{}\",\"chunk\":1}}\n",
         "y".repeat(deltas)
     ));
+    // Small limits keep the test fast: the stalled client overflows after 2000 lines.
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    home.write_config(&format!("{config}[daemon]\nmax_client_lines = 2000\n"));
     let _guard = DaemonGuard(&home);
     let mut reader = Serve::shim(&home).start();
     let session = reader.skip_startup()[0]["session_id"]
