@@ -3,8 +3,9 @@
 //! `context_usage.tokens` is counted with the o200k tokenizer over what the next request
 //! will carry (system prompt, messages, tool schemas), so a front-end can show how full
 //! the window is before the provider reports anything. Building the tokenizer's table
-//! takes a few milliseconds, so sessions start it in the background at once and the
-//! first count never waits on a cold start.
+//! takes a few milliseconds, so a turn starts it in the background as soon as its first
+//! request is out (never competing with that request for the CPU), and the count at the
+//! end of the turn rarely waits on a cold start.
 
 use super::model::{Message, ModelInfo, ToolSpec};
 use crate::protocol::TurnUsage;

@@ -248,6 +248,9 @@ impl TurnContext {
             started = start => started.map_err(AttemptError::Model)?,
         };
         self.emitter.emit(Event::ThinkingStart).await;
+        // The request is out: building the tokenizer (needed for `context_usage` at the
+        // end of the turn) can no longer delay it.
+        super::tokens::warm_up();
         let idle = self.model.retry.idle_timeout;
         let deadline = tokio::time::sleep(idle);
         tokio::pin!(deadline);

@@ -124,7 +124,6 @@ enum Flow {
 
 impl Session {
     async fn start(params: SessionParams, events: mpsc::Sender<Outbound>) -> Self {
-        tokens::warm_up();
         let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode)));
         let emitter = Emitter::new(&params.session_id, events, shared);
         let mut errors = params.startup_errors.clone();
