@@ -182,3 +182,107 @@ fn the_daemon_runs_in_the_foreground_until_sigterm() {
     assert!(!home.socket().exists());
     assert!(home.path().join("logs/daemon.log").exists());
 }
+
+/// A stand-in for a daemon of another jucode version: says hello with `version`,
+/// answers `daemon_status` with `sessions`, and on `daemon_stop` goes away (removing
+/// its socket, as a real daemon does).
+fn fake_old_daemon(home: &Home, sessions: u64) -> std::thread::JoinHandle<Vec<String>> {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::os::unix::net::UnixListener::bind(home.socket()).unwrap();
+    let socket = home.socket();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        writeln!(
+            stream,
+            r#"{{"type":"hello","protocol":2,"version":"0.0.1-old"}}"#
+        )
+        .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut ops = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return ops;
+            }
+            ops.push(line.clone());
+            if line.contains("daemon_status") {
+                let status = json!({"type": "daemon_status", "pid": 1, "version": "0.0.1-old",
+                    "socket": socket, "sessions": sessions, "clients": 1, "uptime_ms": 5});
+                writeln!(stream, "{status}").unwrap();
+            }
+            if line.contains("daemon_stop") {
+                drop(listener);
+                let _ = std::fs::remove_file(&socket);
+                return ops;
+            }
+        }
+    })
+}
+
+#[test]
+fn a_daemon_of_another_version_with_sessions_is_refused() {
+    let home = Home::new();
+    let fake = fake_old_daemon(&home, 2);
+    let mut serve = Serve::shim(&home).start();
+    let error = serve.next();
+    assert_eq!(
+        error["type"], "error",
+        "no hello from another version is forwarded"
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("0.0.1-old"), "{message}");
+    assert!(message.contains(env!("CARGO_PKG_VERSION")), "{message}");
+    assert!(message.contains("jucode daemon stop"), "{message}");
+    assert!(message.contains("--in-process"), "{message}");
+    assert_eq!(serve.wait().code(), Some(1));
+    let ops = fake.join().unwrap();
+    assert!(
+        !ops.iter().any(|op| op.contains("daemon_stop")),
+        "sessions were kept"
+    );
+}
+
+#[test]
+fn an_idle_daemon_of_another_version_is_replaced() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let fake = fake_old_daemon(&home, 0);
+    let mut serve = Serve::shim(&home).start();
+    let hello = serve.next();
+    assert_eq!(hello["type"], "hello");
+    assert_eq!(hello["version"], env!("CARGO_PKG_VERSION"));
+    serve.until("mcp_servers");
+    let ops = fake.join().unwrap();
+    assert!(ops.iter().any(|op| op.contains("daemon_stop")), "{ops:?}");
+    assert_eq!(
+        home.daemon_status().unwrap()["version"],
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
+#[test]
+fn sessions_run_tools_with_the_environment_of_the_client_that_opened_them() {
+    use crate::common::mock::{MockModel, Reply, Step, finish, text_reply, tool_call};
+    let model = MockModel::start();
+    let home = Home::new();
+    home.mock_config(&model.base_url(), "");
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    home.write_config(&format!("approval_mode = \"full-access\"\n{config}"));
+    let _guard = DaemonGuard(&home);
+    // The daemon starts without the variable...
+    assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
+    model.push(Reply::Sse(vec![
+        tool_call(0, "c1", "bash", r#"{"command":"echo token=$CLIENT_TOKEN"}"#),
+        finish("tool_calls"),
+        Step::Done,
+    ]));
+    model.push(text_reply(&["ok"]));
+    // ...and the client that opens the session has it.
+    let mut serve = Serve::shim(&home).env("CLIENT_TOKEN", "s3cret").start();
+    serve.skip_startup();
+    serve.send(json!({"op": "user_message", "content": "go"}));
+    let events = serve.until("tool_output");
+    let output = events.last().unwrap()["output"].as_str().unwrap();
+    assert!(output.contains("token=s3cret"), "{output}");
+    serve.until("status");
+}
