@@ -402,6 +402,7 @@ impl<H: Host> Connection<H> {
             sessions: self.shared.sessions.len(),
             clients: self.shared.clients.load(Ordering::Relaxed),
             uptime_ms: self.shared.started.elapsed().as_millis() as u64,
+            socket_activated: self.shared.socket_activated,
         };
         self.reply(wire::daemon_status_line(&status));
     }

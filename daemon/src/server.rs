@@ -72,6 +72,8 @@ pub(crate) struct Shared<H: Host> {
     pub limits: ClientLimits,
     pub version: String,
     pub socket: PathBuf,
+    /// Serving a listener handed over by systemd.
+    pub socket_activated: bool,
     pub started: Instant,
     next_client: AtomicU64,
     next_token: AtomicU64,
@@ -113,6 +115,7 @@ pub async fn run<H: Host>(
     options: DaemonOptions,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    let socket_activated = options.inherited.is_some();
     let listener::Bound {
         listener,
         lock,
@@ -128,6 +131,7 @@ pub async fn run<H: Host>(
         limits: options.client_limits,
         version: options.version,
         socket: options.socket,
+        socket_activated,
         started: Instant::now(),
         next_client: AtomicU64::new(1),
         next_token: AtomicU64::new(1),

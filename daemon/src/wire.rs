@@ -109,6 +109,9 @@ pub(crate) struct DaemonStatus {
     pub sessions: usize,
     pub clients: usize,
     pub uptime_ms: u64,
+    /// Serving a listener it was handed (systemd socket activation) rather than one it
+    /// bound: stopping it does not stop the socket, which restarts it on demand.
+    pub socket_activated: bool,
 }
 
 #[derive(Serialize)]
@@ -222,11 +225,12 @@ mod tests {
             sessions: 2,
             clients: 3,
             uptime_ms: 4,
+            socket_activated: false,
         };
         assert_eq!(
             &daemon_status_line(&status)[..],
             b"{\"type\":\"daemon_status\",\"pid\":1,\"version\":\"0.1.0\",\"socket\":\"/s\",\
-              \"sessions\":2,\"clients\":3,\"uptime_ms\":4}\n"
+              \"sessions\":2,\"clients\":3,\"uptime_ms\":4,\"socket_activated\":false}\n"
         );
     }
 }

@@ -77,7 +77,9 @@ pub fn start(socket: &Path) -> Result<u8, String> {
     })
 }
 
-/// `jucode daemon stop`: asks the daemon to stop and waits until its socket is gone.
+/// `jucode daemon stop`: asks the daemon to stop and waits until it no longer answers.
+/// A socket-activated daemon is only waited for until it closes the connection: its
+/// socket unit would answer (and start it again) on the next connection.
 pub fn stop(socket: &Path) -> Result<u8, String> {
     block_on(async {
         let stream = match jucode_daemon::connect(socket).await {
@@ -90,27 +92,38 @@ pub fn stop(socket: &Path) -> Result<u8, String> {
         let (reader, mut writer) = tokio::io::split(stream);
         let mut reader = BufReader::new(reader);
         writer
-            .write_all(b"{\"op\":\"daemon_stop\"}\n")
+            .write_all(b"{\"op\":\"daemon_status\"}\n{\"op\":\"daemon_stop\"}\n")
             .await
             .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
         // The daemon closes every connection as its last act.
+        let mut socket_activated = false;
         let mut line = Vec::new();
         while reader
             .read_until(b'\n', &mut line)
             .await
             .is_ok_and(|n| n > 0)
         {
+            let value: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+            if value["type"] == "daemon_status" {
+                socket_activated = value["socket_activated"] == true;
+            }
             line.clear();
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while socket.exists() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if socket_activated {
+            eprintln!(
+                "jucode daemon stopped; its systemd socket unit will start it again on the next connection (stop both with `systemctl --user stop jucode.socket jucode.service`)"
+            );
+            return Ok(0);
         }
-        if socket.exists() {
-            return Err(format!(
-                "the daemon at {} did not remove its socket",
-                socket.display()
-            ));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while jucode_daemon::connect(socket).await.is_ok() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the daemon at {} is still answering after daemon_stop",
+                    socket.display()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         eprintln!("jucode daemon stopped");
         Ok(0)

@@ -286,3 +286,64 @@ fn sessions_run_tools_with_the_environment_of_the_client_that_opened_them() {
     assert!(output.contains("token=s3cret"), "{output}");
     serve.until("status");
 }
+
+#[test]
+fn systemd_socket_activation_hands_the_daemon_its_listener() {
+    let Ok(activator) = which("systemd-socket-activate") else {
+        eprintln!("systemd-socket-activate is not installed; socket activation not exercised");
+        return;
+    };
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let socket = home.socket();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut activated = Command::new(activator)
+        .arg("--listen")
+        .arg(&socket)
+        .arg(format!("--setenv=JUCODE_HOME={}", home.path().display()))
+        .arg(format!("--setenv=HOME={}", home.path().display()))
+        .arg(format!("--setenv=PATH={path}"))
+        .arg(env!("CARGO_BIN_EXE_jucode"))
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .env_clear()
+        .env("PATH", &path)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The activator binds at once; wait for the socket file (a failure bound only).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no socket from the activator"
+        );
+        std::thread::yield_now();
+    }
+    // The first connection starts the daemon on the inherited socket.
+    let mut serve = Serve::shim(&home).start();
+    serve.skip_startup();
+    let status = home.daemon_status().unwrap();
+    assert_eq!(status["pid"].as_u64().unwrap(), u64::from(activated.id()));
+    assert_eq!(status["sessions"], 1);
+    assert_eq!(status["socket_activated"], true);
+    serve.send(json!({"op": "shutdown"}));
+    assert_eq!(serve.wait().code(), Some(0));
+    assert_eq!(home.jucode(&["daemon", "stop"]).status.code(), Some(0));
+    assert!(activated.wait().unwrap().success());
+    assert!(
+        socket.exists(),
+        "an inherited socket belongs to the socket unit"
+    );
+}
+
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(program))
+                .find(|candidate| candidate.is_file())
+        })
+        .ok_or(())
+}
