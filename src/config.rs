@@ -31,6 +31,18 @@ impl Profile {
         })
     }
 
+    /// The profile an environment names (`JUCODE_HOME`, else `$HOME/.jucode`), if it
+    /// names one. The daemon uses it so that a session runs on its client's profile,
+    /// exactly as it would in that client's own process.
+    pub fn from_env(env: &std::collections::HashMap<String, String>) -> Option<Self> {
+        let set = |key: &str| env.get(key).filter(|value| !value.is_empty());
+        if let Some(home) = set("JUCODE_HOME") {
+            return Some(Self::at(absolute(PathBuf::from(home))));
+        }
+        let home = set("HOME").or_else(|| set("USERPROFILE"))?;
+        Some(Self::at(PathBuf::from(home).join(".jucode")))
+    }
+
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
     }

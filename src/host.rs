@@ -118,6 +118,8 @@ impl jucode_daemon::Host for EngineHost {
         &self,
         params: jucode_daemon::OpenParams,
     ) -> Result<jucode_daemon::Hosted<Self::Input, Self::Output>, String> {
+        // The client's profile, as its own process would use; the daemon's otherwise.
+        let profile = Profile::from_env(&params.env).unwrap_or_else(|| self.profile.clone());
         let cwd = match params.cwd {
             Some(cwd) if cwd.is_absolute() => cwd,
             Some(cwd) => {
@@ -126,7 +128,7 @@ impl jucode_daemon::Host for EngineHost {
                     cwd.display()
                 ));
             }
-            None if params.chat => self.profile.chats_dir(),
+            None if params.chat => profile.chats_dir(),
             None => return Err("open needs an absolute cwd (or chat: true)".to_owned()),
         };
         if !params.chat && !cwd.is_dir() {
@@ -137,7 +139,7 @@ impl jucode_daemon::Host for EngineHost {
             chat: params.chat,
             env: params.env,
         };
-        let session_params = build_session(&self.profile, options);
+        let session_params = build_session(&profile, options);
         let id = session_params.session_id.clone();
         let (events, output) = tokio::sync::mpsc::channel(crate::engine::EVENT_QUEUE);
         let handle = crate::engine::spawn(session_params, events);

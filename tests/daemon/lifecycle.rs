@@ -347,3 +347,27 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         })
         .ok_or(())
 }
+
+#[test]
+fn a_session_uses_the_profile_of_the_client_that_opened_it() {
+    let daemon_home = Home::new();
+    let _guard = DaemonGuard(&daemon_home);
+    assert_eq!(
+        daemon_home.jucode(&["daemon", "start"]).status.code(),
+        Some(0)
+    );
+    let client_home = Home::new();
+    client_home.write_config("model = \"replay/demo\"\napproval_mode = \"auto\"\n");
+    let socket = daemon_home.socket().display().to_string();
+    let mut serve = Serve::shim(&client_home)
+        .arg("--socket")
+        .arg(&socket)
+        .start();
+    let batch = serve.skip_startup();
+    assert_eq!(
+        batch[0]["profile_dir"],
+        client_home.path().display().to_string()
+    );
+    assert_eq!(batch[3]["mode"], "auto", "the client's config.toml applies");
+    assert_eq!(daemon_home.daemon_status().unwrap()["sessions"], 1);
+}
