@@ -159,6 +159,7 @@ impl From<jucode_daemon::ClientInput> for crate::engine::Input {
                 Err(message) => Self::Malformed(message),
             },
             jucode_daemon::ClientInput::Snapshot { token } => Self::Snapshot { token },
+            jucode_daemon::ClientInput::Barrier { token } => Self::Barrier { token },
         }
     }
 }
@@ -168,6 +169,7 @@ impl From<crate::engine::Outbound> for jucode_daemon::HostOutput {
         match output {
             crate::engine::Outbound::Line(line) => Self::Line(line),
             crate::engine::Outbound::Snapshot { token, lines } => Self::Snapshot { token, lines },
+            crate::engine::Outbound::Barrier { token } => Self::Barrier { token },
         }
     }
 }

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::framing::{Frame, LineCodec};
 use crate::host::{ClientInput, Host, Hosted, OpenParams};
 use crate::outbox::{Outbox, write_loop};
-use crate::registry::{ClientHandle, CloseReason, QuitOutcome, Session, SessionId};
+use crate::registry::{ClientHandle, CloseReason, Leave, QuitOutcome, Session, SessionId};
 use crate::server::Shared;
 use crate::wire::{self, Route, SessionField};
 
@@ -202,7 +202,7 @@ impl<H: Host> Connection<H> {
         match route.op.as_deref() {
             Some("open") => self.open(&line),
             Some("attach") => self.attach(session).await,
-            Some("detach") => self.detach(session),
+            Some("detach") => self.detach(session).await,
             Some("close") => self.close(session),
             Some("sessions") => self.sessions(),
             Some("daemon_status") => self.daemon_status(),
@@ -210,8 +210,8 @@ impl<H: Host> Connection<H> {
                 self.reply(wire::info_line("daemon stopping", None));
                 self.shared.stop_requested.cancel();
             }
-            Some("shutdown") => self.quit(session),
-            Some("command") if wire::is_quit_command(&line) => self.quit(session),
+            Some("shutdown") => self.quit(session).await,
+            Some("command") if wire::is_quit_command(&line) => self.quit(session).await,
             _ => self.forward(session, line).await,
         }
     }
@@ -335,10 +335,19 @@ impl<H: Host> Connection<H> {
         self.send(&session, ClientInput::Snapshot { token }).await;
     }
 
-    fn detach(&mut self, session: Option<String>) {
+    /// Leaves after the session has handled this client's earlier ops (a barrier), so
+    /// their answers still arrive; `detached` is the client's last line of it.
+    async fn detach(&mut self, session: Option<String>) {
         let Ok(session) = self.target(session) else {
             return;
         };
+        let token = self.shared.next_token();
+        if session.leave_at(&self.client, token, Leave::Detach)
+            && self.send(&session, ClientInput::Barrier { token }).await
+        {
+            return;
+        }
+        // The session is ending: nothing more comes from it anyway.
         session.unsubscribe(&self.client);
         self.reply(wire::detached_line(&session.id));
     }
@@ -361,12 +370,17 @@ impl<H: Host> Connection<H> {
     }
 
     /// `shutdown`, `/quit`, `/exit`: see [`QuitOutcome`].
-    fn quit(&mut self, session: Option<String>) {
+    async fn quit(&mut self, session: Option<String>) {
         let Ok(session) = self.target(session) else {
             return;
         };
-        match session.quit(&self.client) {
-            QuitOutcome::Detached => self.client.close_if_idle(),
+        let token = self.shared.next_token();
+        match session.quit(&self.client, token) {
+            QuitOutcome::Detached => {
+                if !self.send(&session, ClientInput::Barrier { token }).await {
+                    session.barrier_reached(token);
+                }
+            }
             // The connection closes (if nothing else is attached) when it has ended.
             QuitOutcome::Ending => {}
             QuitOutcome::NotAttached => {

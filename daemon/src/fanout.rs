@@ -63,6 +63,11 @@ pub(crate) async fn run<H: Host>(
                     lines.clear();
                     session.deliver_snapshot(token, snapshot);
                 }
+                HostOutput::Barrier { token } => {
+                    session.deliver_all(&lines);
+                    lines.clear();
+                    session.barrier_reached(token);
+                }
             }
         }
         if !lines.is_empty() {

@@ -52,6 +52,10 @@ pub enum ClientInput {
     /// with [`HostOutput::Snapshot`] carrying the same token, placed in its output
     /// exactly between the events the snapshot covers and those it does not.
     Snapshot { token: u64 },
+    /// Asks the session to echo [`HostOutput::Barrier`] with this token once it has
+    /// handled every input sent before it: what a client leaving with `detach` (or a
+    /// quit) waits for, so the answers to its last ops still reach it.
+    Barrier { token: u64 },
 }
 
 /// What comes out of a session.
@@ -61,4 +65,6 @@ pub enum HostOutput {
     Line(Bytes),
     /// The answer to [`ClientInput::Snapshot`]: lines for the attaching client only.
     Snapshot { token: u64, lines: Vec<Bytes> },
+    /// The answer to [`ClientInput::Barrier`], in order with the session's events.
+    Barrier { token: u64 },
 }

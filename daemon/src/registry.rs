@@ -83,6 +83,19 @@ struct Subscriber {
     /// Asked to quit while it was the last client: it stays until the session has
     /// ended, then its connection closes if nothing else is attached.
     quitting: bool,
+    /// Leaving (detach, or quit while others stay) once the session echoes this
+    /// barrier token: until then the answers to its earlier ops still reach it.
+    leaving: Option<(u64, Leave)>,
+}
+
+/// How a client leaves a session at a barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leave {
+    /// `detach`: it gets `detached` as its last line of the session.
+    Detach,
+    /// A quit while other clients stay: its connection closes if nothing else is
+    /// attached.
+    Quit,
 }
 
 #[derive(Debug, Default)]
@@ -127,7 +140,8 @@ pub(crate) struct Gone;
 /// What a quit did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum QuitOutcome {
-    /// Other clients remain: this one is detached, the session goes on.
+    /// Other clients remain: this one leaves at the barrier `token` (the caller sends
+    /// it), and the session goes on.
     Detached,
     /// This was the last client: the session is ending; the client stays until it has.
     Ending,
@@ -205,6 +219,7 @@ impl<I> Session<I> {
                 existing.quitting = false;
             }
             None => inner.subscribers.push(Subscriber {
+                leaving: None,
                 client: client.clone(),
                 waiting_for,
                 quitting: false,
@@ -224,6 +239,47 @@ impl<I> Session<I> {
         inner.subscribers.len() != before
     }
 
+    /// Marks `client` to leave when the session echoes `token`. False when it is not
+    /// attached.
+    pub(crate) fn leave_at(&self, client: &ClientHandle, token: u64, how: Leave) -> bool {
+        let mut inner = lock(&self.inner);
+        match inner
+            .subscribers
+            .iter_mut()
+            .find(|s| s.client.id == client.id)
+        {
+            Some(subscriber) => {
+                subscriber.leaving = Some((token, how));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The session echoed `token`: the client waiting for it leaves now.
+    pub(crate) fn barrier_reached(&self, token: u64) {
+        let mut inner = lock(&self.inner);
+        let Some(index) = inner
+            .subscribers
+            .iter()
+            .position(|s| s.leaving.is_some_and(|(t, _)| t == token))
+        else {
+            return;
+        };
+        let gone = inner.subscribers.remove(index);
+        drop(inner);
+        gone.client.forget(&self.id);
+        match gone.leaving {
+            Some((_, Leave::Detach)) => {
+                let _ = gone
+                    .client
+                    .outbox
+                    .push(crate::wire::detached_line(&self.id));
+            }
+            _ => gone.client.close_if_idle(),
+        }
+    }
+
     /// Detaches a client whose connection ended, unless it quit this session and is
     /// waiting for its last events.
     pub(crate) fn leave_unless_quitting(&self, client: &ClientHandle) {
@@ -238,7 +294,7 @@ impl<I> Session<I> {
     }
 
     /// `shutdown` / `/quit` from `client`: see [`QuitOutcome`].
-    pub(crate) fn quit(&self, client: &ClientHandle) -> QuitOutcome {
+    pub(crate) fn quit(&self, client: &ClientHandle, token: u64) -> QuitOutcome {
         let mut inner = lock(&self.inner);
         let Some(index) = inner
             .subscribers
@@ -248,8 +304,7 @@ impl<I> Session<I> {
             return QuitOutcome::NotAttached;
         };
         if inner.subscribers.len() > 1 {
-            inner.subscribers.remove(index);
-            client.forget(&self.id);
+            inner.subscribers[index].leaving = Some((token, Leave::Quit));
             return QuitOutcome::Detached;
         }
         inner.subscribers[index].quitting = true;
@@ -264,6 +319,9 @@ impl<I> Session<I> {
     /// into one buffer once, and that same chunk goes to every client: a hundred
     /// clients cost a hundred reference counts per burst, not per line.
     pub(crate) fn deliver_all(&self, lines: &[Bytes]) {
+        if lines.is_empty() {
+            return;
+        }
         let status = lines
             .iter()
             .rev()

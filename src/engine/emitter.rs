@@ -32,6 +32,8 @@ pub enum Outbound {
     /// The answer to [`super::Input::Snapshot`]: the lines a client attaching at this
     /// exact point needs, for that client only.
     Snapshot { token: u64, lines: Vec<EventLine> },
+    /// The answer to [`super::Input::Barrier`]: every event of earlier inputs is before it.
+    Barrier { token: u64 },
 }
 
 #[derive(Clone)]
@@ -91,6 +93,11 @@ impl Emitter {
         if let Ok(permit) = permit {
             permit.send(Outbound::Snapshot { token, lines });
         }
+    }
+
+    /// Marks this point of the output for a client leaving the session.
+    pub async fn barrier(&self, token: u64) {
+        let _ = self.tx.send(Outbound::Barrier { token }).await;
     }
 
     pub async fn info(&self, message: impl Into<String>) {

@@ -81,11 +81,13 @@ async fn run(socket: &Path, target: Target) -> i32 {
     let mut session: Option<String> = None;
     let mut ending = false;
     let mut stdin_open = true;
+    let mut ends_line = true;
     loop {
         tokio::select! {
             chunk = chunks.recv(), if stdin_open => match chunk {
                 Some(StdinChunk::Data(bytes, quits)) => {
                     ending |= quits;
+                    ends_line = bytes.last() == Some(&b'\n');
                     if writer.write_all(&bytes).await.is_err() {
                         break;
                     }
@@ -97,7 +99,10 @@ async fn run(socket: &Path, target: Target) -> i32 {
                     // are all printed first.
                     stdin_open = false;
                     ending = true;
-                    if writer.write_all(b"{\"op\":\"detach\"}\n").await.is_err() {
+                    // A last line without its newline still counts (as in process), and
+                    // must not run into the detach.
+                    let detach: &[u8] = if ends_line { b"{\"op\":\"detach\"}\n" } else { b"\n{\"op\":\"detach\"}\n" };
+                    if writer.write_all(detach).await.is_err() {
                         break;
                     }
                 }

@@ -345,3 +345,27 @@ fn a_client_that_never_reads_is_cut_off_without_slowing_the_others() {
     );
     assert!(rest.lines().count() < deltas, "it did not get everything");
 }
+
+#[test]
+fn ops_sent_before_eof_are_all_answered() {
+    let home = Home::new();
+    home.write_config("model = \"replay/demo\"\n");
+    let _guard = DaemonGuard(&home);
+    let mut serve = Serve::shim(&home).start();
+    serve.skip_startup();
+    for _ in 0..3 {
+        serve.send(json!({"op": "agent_runs"}));
+    }
+    // The last line has no newline: it still counts, as in process.
+    serve.send_bytes(br#"{"op":"command","input":"/transcript"}"#);
+    serve.close_stdin();
+    let rest = serve.rest();
+    assert_eq!(
+        types(&rest),
+        ["agent_runs", "agent_runs", "agent_runs", "transcript"],
+        "{rest:#?}"
+    );
+    assert_eq!(serve.wait().code(), Some(0));
+    // The session goes on in the daemon.
+    assert_eq!(home.daemon_status().unwrap()["sessions"], 1);
+}

@@ -113,6 +113,9 @@ impl FakeSession {
             };
             let Some(input) = input else { break };
             match input {
+                ClientInput::Barrier { token } => {
+                    let _ = self.out.send(HostOutput::Barrier { token }).await;
+                }
                 ClientInput::Snapshot { token } => {
                     let line = format!(
                         "{{\"type\":\"snapshot\",\"seq\":{},\"session\":\"{}\"}}\n",

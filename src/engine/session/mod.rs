@@ -61,6 +61,10 @@ pub enum Input {
     Snapshot {
         token: u64,
     },
+    /// A client leaves: answer with [`Outbound::Barrier`] once earlier inputs are done.
+    Barrier {
+        token: u64,
+    },
 }
 
 /// Capacity of a session's inbound queue; a client that sends faster than the session
@@ -184,6 +188,10 @@ impl Session {
                 }
                 Wake::Input(Some(Input::Snapshot { token })) => {
                     self.snapshot(token).await;
+                    Flow::Continue
+                }
+                Wake::Input(Some(Input::Barrier { token })) => {
+                    self.emitter.barrier(token).await;
                     Flow::Continue
                 }
                 Wake::Input(Some(Input::Op(op))) => self.handle(op).await,
