@@ -3,135 +3,17 @@
 //! attached clients. Run with `cargo bench --bench daemon`; figures go to
 //! `docs/performance.md`. A measuring tool: it asserts nothing about timings.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_jucode");
-
-struct Home {
-    dir: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().expect("temp home"),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.path().join("daemon.sock")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(BIN);
-        command
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path())
-            .env("JUCODE_HOME", self.path())
-            .current_dir(self.path());
-        command
-    }
-
-    fn jucode(&self, args: &[&str]) -> Value {
-        let output = self.command(args).output().expect("run jucode");
-        serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
-    }
-
-    /// A replay model whose every reply is `deltas` one-character deltas.
-    fn long_replies(&self, deltas: usize, replies: usize) {
-        let line = json!({"text": "x".repeat(deltas), "chunk": 1}).to_string();
-        let script: String = (0..replies).map(|_| format!("{line}\n")).collect();
-        std::fs::write(self.path().join("long.jsonl"), script).expect("script");
-        std::fs::write(
-            self.path().join("config.toml"),
-            "model = \"bench/long\"\n[providers.bench]\nkind = \"replay\"\nscript = \"long.jsonl\"\n",
-        )
-        .expect("config");
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = self.command(&["daemon", "stop"]).output();
-    }
-}
-
-struct Serve {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    line: String,
-}
-
-impl Serve {
-    fn start(home: &Home, in_process: bool) -> (Serve, Instant) {
-        let args: &[&str] = if in_process {
-            &["serve", "--in-process"]
-        } else {
-            &["serve"]
-        };
-        let started = Instant::now();
-        let mut child = home
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout"));
-        (
-            Serve {
-                child,
-                stdin,
-                stdout,
-                line: String::new(),
-            },
-            started,
-        )
-    }
-
-    fn read_line(&mut self) -> &str {
-        self.line.clear();
-        let n = self.stdout.read_line(&mut self.line).expect("read");
-        assert!(n > 0, "closed");
-        &self.line
-    }
-
-    fn until(&mut self, needle: &str) {
-        while !self.read_line().contains(needle) {}
-    }
-
-    fn send(&mut self, op: &Value) {
-        writeln!(self.stdin, "{op}").expect("write");
-        self.stdin.flush().expect("flush");
-    }
-
-    fn quit(mut self) {
-        self.send(&json!({"op": "shutdown"}));
-        let _ = self.child.wait();
-    }
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
+use support::{BIN, Home, Serve, micros, percentile, proc_status_kib};
 
 fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
+    micros(d)
 }
 
 /// Round trip of a small op (`agent_runs` → its event), and streaming throughput.
@@ -195,16 +77,6 @@ fn warm_hello() {
         us(percentile(&mut samples, 0.5)) / 1000.0,
         us(percentile(&mut samples, 0.95)) / 1000.0
     );
-}
-
-fn rss_kib(pid: u64) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 struct Raw {
@@ -271,13 +143,13 @@ fn idle_sessions() {
     // Warm up one session so one-time costs (tokenizer, runtime threads) are excluded.
     raw.send(&json!({"op": "open", "cwd": home.path(), "env": {}}));
     raw.until("\"mcp_servers\"");
-    let before = rss_kib(pid);
+    let before = proc_status_kib(pid, "VmRSS:");
     let sessions = 1000;
     for _ in 0..sessions {
         raw.send(&json!({"op": "open", "cwd": home.path(), "env": {"PATH": "/usr/bin"}}));
         raw.until("\"mcp_servers\"");
     }
-    let after = rss_kib(pid);
+    let after = proc_status_kib(pid, "VmRSS:");
     println!(
         "daemon memory: {} KiB before, {} KiB with {} more idle sessions: {:.1} KiB per session",
         before,
