@@ -173,7 +173,8 @@ type WriteHalf = tokio::io::WriteHalf<jucode_daemon::Stream>;
 /// version is replaced when it hosts no session, and refused otherwise: a shim never
 /// talks to a daemon whose protocol it does not know to be its own.
 async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>), String> {
-    for attempt in 0..2 {
+    let mut replaced = false;
+    for attempt in 0..3 {
         let stream = jucode_daemon::connect_or_start(socket, || start_daemon(socket))
             .await
             .map_err(|err| {
@@ -185,12 +186,24 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
         let (reader, mut writer) = tokio::io::split(stream);
         let mut reader = BufReader::new(reader);
         let mut hello = Vec::new();
-        reader.read_until(b'\n', &mut hello).await.map_err(|err| {
-            format!(
-                "the jucode daemon at {} did not say hello: {err}",
-                socket.display()
-            )
-        })?;
+        let read = reader.read_until(b'\n', &mut hello).await;
+        if !matches!(read, Ok(n) if n > 0) {
+            // A daemon dying just as we connected (its listener outlives its last
+            // accept by a moment): connect again, which starts a new one if need be.
+            if attempt < 2 {
+                tracing::info!(
+                    ?read,
+                    "the daemon closed the connection before hello; retrying"
+                );
+                continue;
+            }
+            return Err(format!(
+                "the jucode daemon at {} did not say hello: {}",
+                socket.display(),
+                read.err()
+                    .map_or("it closed the connection".to_owned(), |err| err.to_string())
+            ));
+        }
         let value: Value = serde_json::from_slice(&hello).unwrap_or(Value::Null);
         if value["type"] != "hello" || value["protocol"] != PROTOCOL_VERSION {
             return Err(format!(
@@ -207,7 +220,8 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
             return Ok((reader.into_inner(), writer, hello));
         }
         let sessions = daemon_sessions(&mut reader, &mut writer).await;
-        if attempt == 0 && sessions == Some(0) {
+        if !replaced && sessions == Some(0) {
+            replaced = true;
             tracing::info!(%version, "replacing an idle daemon of another version");
             let _ = writer.write_all(b"{\"op\":\"daemon_stop\"}\n").await;
             // Its closing of the connection says it is gone.

@@ -104,13 +104,10 @@ fn a_stale_socket_from_a_killed_daemon_is_replaced() {
         .status()
         .unwrap();
     assert!(killed.success());
-    // Wait for the kernel to finish it (failure bound only).
+    // Wait until nothing answers on the socket any more: the process shows as a zombie
+    // while its other threads (which share the listening socket) are still exiting.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| !s.contains(") Z"))
-            .unwrap_or(false)
-    {
+    while std::os::unix::net::UnixStream::connect(home.socket()).is_ok() {
         assert!(std::time::Instant::now() < deadline, "daemon did not die");
         std::thread::yield_now();
     }
@@ -170,7 +167,14 @@ fn the_daemon_runs_in_the_foreground_until_sigterm() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    // The shim connects to it rather than starting another.
+    // Once it answers, a shim connects to it rather than starting another.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while home.daemon_status().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not start"
+        );
+    }
     let mut serve = Serve::shim(&home).start();
     serve.skip_startup();
     let status = home.daemon_status().unwrap();
