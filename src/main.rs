@@ -97,6 +97,7 @@ fn serve(args: ServeArgs) -> u8 {
     else {
         return fail("cannot find a place for the daemon socket: set JUCODE_HOME or --socket");
     };
+    let attaching = args.session.is_some();
     let target = match args.session {
         Some(id) => shim::Target::Attach(id),
         None if args.chat => shim::Target::Open {
@@ -108,7 +109,21 @@ fn serve(args: ServeArgs) -> u8 {
             chat: false,
         },
     };
-    shim::serve_via_daemon(&socket, target) as u8
+    match shim::serve_via_daemon(&socket, target) {
+        shim::Outcome::Exited(code) => code as u8,
+        shim::Outcome::Unreachable(why) if attaching => fail(&why),
+        shim::Outcome::Unreachable(why) => {
+            // No daemon, and none could be started (a socket directory others can
+            // write to, no room, ...): the session still runs, here. Nothing was
+            // printed yet, so stdout is exactly in-process serve's.
+            eprintln!("jucode: {why}; running the session in this process instead");
+            let options = SessionOptions::from_current_process(args.chat);
+            match stdio::serve_in_process(profile, options) {
+                Ok(()) => 0,
+                Err(err) => fail(&format!("serve failed: {err}")),
+            }
+        }
+    }
 }
 
 fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {

@@ -32,22 +32,48 @@ pub enum Target {
 
 /// Exit codes: 0 when the session or the client ended normally, 1 when the daemon
 /// could not be reached or went away, 2 when it refused the session.
-pub fn serve_via_daemon(socket: &Path, target: Target) -> i32 {
+pub fn serve_via_daemon(socket: &Path, target: Target) -> Outcome {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
-        Err(err) => return fail(None, &format!("cannot start: {err}")),
+        Err(err) => return Outcome::Unreachable(format!("cannot start: {err}")),
     };
     runtime.block_on(run(socket, target))
 }
 
-async fn run(socket: &Path, target: Target) -> i32 {
-    let (reader, mut writer, hello) = match connect_checked(socket).await {
+/// How a shim ended.
+pub enum Outcome {
+    /// It ran; the process exits with this code.
+    Exited(i32),
+    /// No daemon could be reached or started, and nothing was printed yet: the caller
+    /// may run the session in process instead.
+    Unreachable(String),
+}
+
+enum ConnectError {
+    Unreachable(String),
+    /// A daemon answered but must not be used (another protocol or version).
+    Refused(String),
+}
+
+async fn run(socket: &Path, target: Target) -> Outcome {
+    let (reader, writer, hello) = match connect_checked(socket).await {
         Ok(parts) => parts,
-        Err(message) => return fail(None, &message),
+        Err(ConnectError::Unreachable(message)) => return Outcome::Unreachable(message),
+        Err(ConnectError::Refused(message)) => return Outcome::Exited(fail(None, &message)),
     };
+    Outcome::Exited(relay(socket, target, reader, writer, hello).await)
+}
+
+async fn relay(
+    socket: &Path,
+    target: Target,
+    reader: ReadHalf,
+    mut writer: WriteHalf,
+    hello: Vec<u8>,
+) -> i32 {
     let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     if stdout
         .write_all(&hello)
@@ -172,16 +198,16 @@ type WriteHalf = tokio::io::WriteHalf<jucode_daemon::Stream>;
 /// Connects (starting a daemon if none runs) and reads its `hello`. A daemon of another
 /// version is replaced when it hosts no session, and refused otherwise: a shim never
 /// talks to a daemon whose protocol it does not know to be its own.
-async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>), String> {
+async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>), ConnectError> {
     let mut replaced = false;
     for attempt in 0..3 {
         let stream = jucode_daemon::connect_or_start(socket, || start_daemon(socket))
             .await
             .map_err(|err| {
-                format!(
+                ConnectError::Unreachable(format!(
                     "cannot reach the jucode daemon at {}: {err}",
                     socket.display()
-                )
+                ))
             })?;
         let (reader, mut writer) = tokio::io::split(stream);
         let mut reader = BufReader::new(reader);
@@ -197,25 +223,27 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
                 );
                 continue;
             }
-            return Err(format!(
+            return Err(ConnectError::Unreachable(format!(
                 "the jucode daemon at {} did not say hello: {}",
                 socket.display(),
                 read.err()
                     .map_or("it closed the connection".to_owned(), |err| err.to_string())
-            ));
+            )));
         }
         let value: Value = serde_json::from_slice(&hello).unwrap_or(Value::Null);
         if value["type"] != "hello" || value["protocol"] != PROTOCOL_VERSION {
-            return Err(format!(
+            return Err(ConnectError::Refused(format!(
                 "the jucode daemon at {} speaks protocol {} but this jucode speaks {PROTOCOL_VERSION}; stop it with `jucode daemon stop` or use `jucode serve --in-process`",
                 socket.display(),
                 value["protocol"]
-            ));
+            )));
         }
         let version = value["version"].as_str().unwrap_or("?").to_owned();
         if version == VERSION {
             if !reader.buffer().is_empty() {
-                return Err("the jucode daemon sent data before it was asked".to_owned());
+                return Err(ConnectError::Refused(
+                    "the jucode daemon sent data before it was asked".to_owned(),
+                ));
             }
             return Ok((reader.into_inner(), writer, hello));
         }
@@ -235,16 +263,16 @@ async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf, Vec<u8>)
             }
             continue;
         }
-        return Err(format!(
+        return Err(ConnectError::Refused(format!(
             "the jucode daemon at {} runs version {version} with {} session(s), but this is jucode {VERSION}; stop it with `jucode daemon stop` (its sessions end) or run `jucode serve --in-process`",
             socket.display(),
             sessions.map_or("an unknown number of".to_owned(), |n| n.to_string())
-        ));
+        )));
     }
-    Err(format!(
+    Err(ConnectError::Refused(format!(
         "the jucode daemon at {} could not be replaced by this version",
         socket.display()
-    ))
+    )))
 }
 
 async fn daemon_sessions(reader: &mut BufReader<ReadHalf>, writer: &mut WriteHalf) -> Option<u64> {

@@ -375,3 +375,20 @@ fn a_session_uses_the_profile_of_the_client_that_opened_it() {
     assert_eq!(batch[3]["mode"], "auto", "the client's config.toml applies");
     assert_eq!(daemon_home.daemon_status().unwrap()["sessions"], 1);
 }
+
+#[test]
+fn serve_runs_in_process_when_no_daemon_can_be_started() {
+    let home = Home::new();
+    // A socket directory others may write to is refused by the daemon...
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut serve = Serve::shim(&home).start();
+    // ...and the session runs in the serve process instead, with the same lines.
+    let batch = serve.skip_startup();
+    assert_eq!(batch[0]["profile_dir"], home.path().display().to_string());
+    serve.send(json!({"op": "agent_runs"}));
+    serve.until("agent_runs");
+    serve.send(json!({"op": "shutdown"}));
+    assert_eq!(serve.wait().code(), Some(0));
+    assert!(home.daemon_status().is_none(), "no daemon was started");
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+}
