@@ -164,6 +164,9 @@ fn create(socket: &Path) -> io::Result<Listener> {
     ListenerOptions::new()
         .name(name(socket)?)
         .mode(0o600)
+        // The daemon removes its socket file itself, and only while it is still its
+        // own: interprocess would unlink whatever file bears the name on drop.
+        .reclaim_name(false)
         .create_tokio()
 }
 

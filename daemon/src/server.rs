@@ -42,6 +42,9 @@ pub struct DaemonOptions {
     pub stop_grace: Duration,
     /// A listening socket to serve instead of binding one (systemd socket activation).
     pub inherited: Option<Inherited>,
+    /// How often to check that the socket file is still this daemon's; the daemon
+    /// stops once it was removed or replaced.
+    pub socket_check: Duration,
 }
 
 impl DaemonOptions {
@@ -53,6 +56,7 @@ impl DaemonOptions {
             client_limits: ClientLimits::default(),
             stop_grace: Duration::from_secs(3),
             inherited: None,
+            socket_check: Duration::from_secs(5),
         }
     }
 
@@ -144,12 +148,24 @@ pub async fn run<H: Host>(
         connection_tasks: TaskTracker::new(),
     });
 
+    // A daemon whose socket file was removed (its profile directory deleted) or replaced
+    // (by another daemon) can never be reached again: it stops instead of lingering.
+    let bound = owned_socket.as_deref().and_then(socket_identity);
+    let mut watch = tokio::time::interval(options.socket_check);
+    watch.tick().await;
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             biased;
             () = &mut shutdown => break,
             () = shared.stop_requested.cancelled() => break,
+            _ = watch.tick(), if bound.is_some() => {
+                if owned_socket.as_deref().and_then(socket_identity) != bound {
+                    tracing::warn!("the socket file was removed or replaced; stopping");
+                    break;
+                }
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
         match accepted {
@@ -168,12 +184,33 @@ pub async fn run<H: Host>(
     tracing::info!("daemon stopping");
     drop(listener);
     stop(&shared, options.stop_grace).await;
-    if let Some(socket) = owned_socket {
+    // Only our own socket: a file another daemon bound since is left alone.
+    if let Some(socket) = owned_socket
+        && bound.is_some()
+        && socket_identity(&socket) == bound
+    {
         let _ = std::fs::remove_file(socket);
     }
     drop(lock);
     tracing::info!("daemon stopped");
     Ok(())
+}
+
+/// The file system identity (device, inode) of a socket file.
+fn socket_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|meta| (meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        // Named pipes have no file to watch.
+        let _ = path;
+        None
+    }
 }
 
 async fn stop<H: Host>(shared: &Shared<H>, grace: Duration) {

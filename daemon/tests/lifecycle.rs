@@ -419,3 +419,36 @@ async fn another_users_connection_is_refused() {
     client.expect_hello().await;
     daemon.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_daemon_whose_socket_file_is_removed_stops() {
+    let mut daemon = TestDaemon::start_with(|options| {
+        options.socket_check = std::time::Duration::from_millis(20);
+    })
+    .await;
+    std::fs::remove_file(&daemon.socket).unwrap();
+    // It notices within a few checks and stops on its own.
+    tokio::time::timeout(std::time::Duration::from_secs(10), daemon.join())
+        .await
+        .expect("the daemon stopped")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_replaced_socket_file_is_left_to_its_new_owner() {
+    let mut daemon = TestDaemon::start_with(|options| {
+        options.socket_check = std::time::Duration::from_millis(20);
+    })
+    .await;
+    std::fs::remove_file(&daemon.socket).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&daemon.socket).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), daemon.join())
+        .await
+        .expect("the daemon stopped")
+        .unwrap();
+    assert!(
+        daemon.socket.exists(),
+        "the new owner's socket is not removed"
+    );
+    drop(other);
+}
