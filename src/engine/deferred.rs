@@ -61,7 +61,7 @@ impl DeferredActions {
 pub fn digest(name: &str, arguments: &serde_json::Value, cwd: &Path) -> String {
     // serde_json's map is ordered by key, so `to_string` is canonical.
     let canonical = format!("{name}\0{arguments}\0{}", cwd.display());
-    format!("{:016x}", fnv1a(canonical.as_bytes()))
+    format!("{:016x}", super::o200k::fnv1a(canonical.as_bytes()))
 }
 
 /// `act-<epoch ms>-<8 hex>`, as the protocol's examples spell action ids.
@@ -75,15 +75,6 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
 }
 
 #[cfg(test)]

@@ -191,12 +191,18 @@ fn read_u32(bytes: &[u8], at: usize) -> u32 {
 /// FNV-1a: short keys (most tokens are under 8 bytes) and no need for DoS resistance,
 /// since the table is fixed at build time.
 fn hash(bytes: &[u8]) -> usize {
+    let hash = fnv1a(bytes);
+    (hash ^ (hash >> 32)) as usize
+}
+
+/// 64-bit FNV-1a, for the engine's small non-adversarial hashes.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (hash ^ (hash >> 32)) as usize
+    hash
 }
 
 #[cfg(test)]
