@@ -80,6 +80,8 @@ struct Reply {
     /// True once any delta reached the client: from then on a failure cannot be retried
     /// transparently.
     shown: bool,
+    /// `assistant_start` was sent for this reply.
+    text_started: bool,
     /// Plans being written, by tool-call index.
     drafts: HashMap<usize, PlanDraft>,
 }
@@ -308,8 +310,8 @@ impl TurnContext {
     }
 
     async fn stream_text(&self, reply: &mut Reply, delta: String) {
-        let first = self.emitter.change(|shared| shared.streaming.is_none());
-        if first {
+        if !reply.text_started {
+            reply.text_started = true;
             self.emitter.emit(Event::AssistantStart).await;
         }
         reply.shown = true;
