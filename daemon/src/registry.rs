@@ -313,10 +313,9 @@ impl<I> Session<I> {
         QuitOutcome::Ending
     }
 
-    /// Queues an event line for every live subscriber; a client whose queue overflows
-    /// (or that is going away) is dropped from the session.
-    /// Queues a run of consecutive lines for every live subscriber. The run is copied
-    /// into one buffer once, and that same chunk goes to every client: a hundred
+    /// Queues a run of consecutive lines for every live subscriber; a client whose
+    /// queue overflows (or that is going away) is dropped from the session. The run is
+    /// copied into one buffer once, and that same chunk goes to every client: a hundred
     /// clients cost a hundred reference counts per burst, not per line.
     pub(crate) fn deliver_all(&self, lines: &[Bytes]) {
         if lines.is_empty() {

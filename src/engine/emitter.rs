@@ -52,10 +52,6 @@ impl Emitter {
         }
     }
 
-    pub fn encode(&self, event: &Event) -> EventLine {
-        self.encoder.encode(event)
-    }
-
     /// Sends one event. A closed receiver (the client went away) is not an error for
     /// the engine: the session carries on and the line is dropped.
     pub async fn emit(&self, event: Event) {

@@ -91,6 +91,27 @@ impl Recorded {
         self.body["messages"].as_array().expect("messages array")
     }
 
+    /// The `role` of every message, in order.
+    pub fn roles(&self) -> Vec<&str> {
+        self.messages()
+            .iter()
+            .map(|m| m["role"].as_str().expect("role"))
+            .collect()
+    }
+
+    /// The names of the tools offered to the model.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["function"]["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn last_message(&self) -> &Value {
         self.messages().last().expect("at least one message")
     }

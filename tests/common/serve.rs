@@ -32,6 +32,24 @@ impl Home {
         std::fs::write(self.path().join("config.toml"), text).expect("write config");
     }
 
+    /// [`Home::mock_config`] with a starting approval mode.
+    pub fn mock_config_in_mode(&self, base_url: &str, mode: &str) {
+        self.mock_config(base_url, "");
+        self.prepend_config(&format!("approval_mode = \"{mode}\"\n"));
+    }
+
+    /// Adds top-level TOML before the existing config (tables must come last).
+    pub fn prepend_config(&self, text: &str) {
+        let config = std::fs::read_to_string(self.path().join("config.toml")).unwrap_or_default();
+        self.write_config(&format!("{text}{config}"));
+    }
+
+    /// Adds TOML (tables) after the existing config.
+    pub fn append_config(&self, text: &str) {
+        let config = std::fs::read_to_string(self.path().join("config.toml")).unwrap_or_default();
+        self.write_config(&format!("{config}{text}"));
+    }
+
     /// A config whose default model is `mock/mock-1` on the given mock server, plus any
     /// extra TOML for the provider table.
     pub fn mock_config(&self, base_url: &str, extra: &str) {
@@ -150,6 +168,11 @@ impl Serve {
 
     pub fn send(&mut self, op: Value) {
         self.send_raw(&op.to_string());
+    }
+
+    /// Sends a text-only `user_message`.
+    pub fn user(&mut self, content: &str) {
+        self.send(serde_json::json!({"op": "user_message", "content": content}));
     }
 
     pub fn send_raw(&mut self, line: &str) {

@@ -310,8 +310,7 @@ fn a_client_that_never_reads_is_cut_off_without_slowing_the_others() {
         "y".repeat(deltas)
     ));
     // Small limits keep the test fast: the stalled client overflows after 2000 lines.
-    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
-    home.write_config(&format!("{config}[daemon]\nmax_client_lines = 2000\n"));
+    home.append_config("[daemon]\nmax_client_lines = 2000\n");
     let _guard = DaemonGuard(&home);
     let mut reader = Serve::shim(&home).start();
     let session = reader.skip_startup()[0]["session_id"]

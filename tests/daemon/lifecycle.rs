@@ -269,9 +269,7 @@ fn sessions_run_tools_with_the_environment_of_the_client_that_opened_them() {
     use crate::common::mock::{MockModel, Reply, Step, finish, text_reply, tool_call};
     let model = MockModel::start();
     let home = Home::new();
-    home.mock_config(&model.base_url(), "");
-    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
-    home.write_config(&format!("approval_mode = \"full-access\"\n{config}"));
+    home.mock_config_in_mode(&model.base_url(), "full-access");
     let _guard = DaemonGuard(&home);
     // The daemon starts without the variable...
     assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));

@@ -9,9 +9,7 @@ use crate::common::serve::{Home, Serve, types};
 fn setup(mode: &str) -> (MockModel, Home) {
     let model = MockModel::start();
     let home = Home::new();
-    home.mock_config(&model.base_url(), "");
-    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
-    home.write_config(&format!("approval_mode = \"{mode}\"\n{config}"));
+    home.mock_config_in_mode(&model.base_url(), mode);
     (model, home)
 }
 

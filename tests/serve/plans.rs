@@ -9,9 +9,7 @@ use crate::common::serve::{Home, Serve, types};
 fn setup() -> (MockModel, Home) {
     let model = MockModel::start();
     let home = Home::new();
-    home.mock_config(&model.base_url(), "");
-    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
-    home.write_config(&format!("approval_mode = \"plan\"\n{config}"));
+    home.mock_config_in_mode(&model.base_url(), "plan");
     (model, home)
 }
 
@@ -78,12 +76,7 @@ fn a_plan_streams_as_drafts_then_ends_the_turn() {
     );
     assert_eq!(model.request_count(), 1, "the plan ends the turn");
     let request = &model.wait_requests(1)[0];
-    let tools: Vec<&str> = request.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let tools = request.tool_names();
     assert!(tools.contains(&"propose_plan"), "{tools:?}");
 
     serve.send(json!({"op": "command", "input": "/transcript"}));
@@ -131,12 +124,7 @@ fn approving_a_plan_switches_mode_and_implements_it() {
     );
     serve.until("status");
     let request = &model.wait_requests(2)[1];
-    let tools: Vec<&str> = request.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let tools = request.tool_names();
     assert!(
         !tools.contains(&"propose_plan"),
         "no plans outside plan mode"
@@ -177,8 +165,10 @@ fn revising_keeps_plan_mode_and_asks_for_a_new_plan() {
     assert_ne!(new_plan["id"], id.as_str());
     assert_eq!(new_plan["markdown"], "1. better idea");
     let request = &model.wait_requests(2)[1];
-    let tools = request.body["tools"].to_string();
-    assert!(tools.contains("propose_plan"), "still in plan mode");
+    assert!(
+        request.tool_names().contains(&"propose_plan"),
+        "still in plan mode"
+    );
 
     // The text form approves with a mode and notes.
     model.push(text_reply(&["ok"]));

@@ -27,13 +27,9 @@ fn gated_reply(first: &str, gate: &Gate, rest: &str) -> Reply {
     ])
 }
 
-fn user(serve: &mut Serve, content: &str) {
-    serve.send(json!({"op": "user_message", "content": content}));
-}
-
 /// Starts a turn and reads up to its first assistant delta.
 fn start_turn(serve: &mut Serve, content: &str) {
-    user(serve, content);
+    serve.user(content);
     serve.expect(&[
         "user_message",
         "connecting",
@@ -53,11 +49,11 @@ fn messages_sent_during_a_turn_are_queued_and_start_by_themselves() {
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "first");
 
-    user(&mut serve, "second");
+    serve.user("second");
     let events = serve.expect(&["pending_messages", "status"]);
     assert_eq!(events[0]["messages"], json!(["second"]));
     assert_eq!(events[1]["message"], "queued: 1");
-    user(&mut serve, "third");
+    serve.user("third");
     let events = serve.expect(&["pending_messages", "status"]);
     assert_eq!(events[0]["messages"], json!(["second", "third"]));
     assert_eq!(events[1]["message"], "queued: 2");
@@ -86,11 +82,11 @@ fn unqueue_takes_a_message_back() {
     model.push(gated_reply("one", &gate, "!"));
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "first");
-    user(&mut serve, "b");
+    serve.user("b");
     serve.expect(&["pending_messages", "status"]);
     serve.send(json!({"op": "user_message", "content": "c", "files": ["/tmp/c.log"]}));
     serve.expect(&["pending_messages", "status"]);
-    user(&mut serve, "d");
+    serve.user("d");
     serve.expect(&["pending_messages", "status"]);
 
     serve.send(json!({"op": "unqueue", "index": -1}));
@@ -136,7 +132,7 @@ fn a_steered_message_is_read_before_the_next_request() {
     model.push(text_reply(&["ok, steered"]));
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "read a");
-    user(&mut serve, "also mind b");
+    serve.user("also mind b");
     serve.expect(&["pending_messages", "status"]);
     serve.send(json!({"op": "steer", "index": -1}));
     let events = serve.expect(&["status", "pending_messages"]);
@@ -178,7 +174,7 @@ fn a_message_steered_too_late_runs_as_the_next_turn() {
     model.push(text_reply(&["second turn"]));
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "first");
-    user(&mut serve, "late");
+    serve.user("late");
     serve.expect(&["pending_messages", "status"]);
     serve.send(json!({"op": "steer"}));
     serve.expect(&["status", "pending_messages"]);
@@ -202,7 +198,7 @@ fn steer_is_a_no_op_when_idle_or_out_of_range() {
     serve.send(json!({"op": "interrupt"}));
     start_turn(&mut serve, "first");
     serve.send(json!({"op": "steer"}));
-    user(&mut serve, "q");
+    serve.user("q");
     serve.expect(&["pending_messages", "status"]);
     serve.send(json!({"op": "steer", "index": 3}));
     serve.send(json!({"op": "agent_runs"}));
@@ -219,7 +215,7 @@ fn interrupt_stops_the_turn_at_once_and_the_queue_still_runs() {
     model.push(text_reply(&["queued one"]));
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "first");
-    user(&mut serve, "next");
+    serve.user("next");
     serve.expect(&["pending_messages", "status"]);
     serve.send(json!({"op": "interrupt"}));
     let events = serve.expect(&["info", "status", "pending_messages", "user_message"]);
@@ -231,11 +227,7 @@ fn interrupt_stops_the_turn_at_once_and_the_queue_still_runs() {
     assert_eq!(joined(&rest, "assistant_delta"), "queued one");
     // The interrupted turn's partial text is part of the conversation.
     let second = &model.wait_requests(2)[1];
-    let roles: Vec<&str> = second
-        .messages()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
+    let roles = second.roles();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert_eq!(second.messages()[2]["content"], "partial");
 }
@@ -248,9 +240,9 @@ fn interrupt_with_index_sends_that_message_next() {
     model.push(text_reply(&["chosen"]));
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "first");
-    user(&mut serve, "b");
+    serve.user("b");
     serve.expect(&["pending_messages", "status"]);
-    user(&mut serve, "c");
+    serve.user("c");
     serve.expect(&["pending_messages", "status"]);
     serve.send(json!({"op": "interrupt", "index": -1}));
     let events = serve.expect(&["info", "status", "pending_messages", "user_message"]);
@@ -276,18 +268,14 @@ fn interrupt_during_a_tool_call_answers_the_call() {
     model.push(gated_reply("second request", &never, ""));
     model.push(text_reply(&["after"]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "go");
+    serve.user("go");
     serve.until("assistant_delta");
     serve.send(json!({"op": "interrupt"}));
     serve.expect(&["info", "status"]);
-    user(&mut serve, "again");
+    serve.user("again");
     serve.until("status");
     let third = &model.wait_requests(3)[2];
-    let roles: Vec<&str> = third
-        .messages()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
+    let roles = third.roles();
     assert_eq!(
         roles,
         ["system", "user", "assistant", "tool", "assistant", "user"]

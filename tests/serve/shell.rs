@@ -12,9 +12,7 @@ use crate::common::serve::{Home, Serve};
 fn setup() -> (MockModel, Home) {
     let model = MockModel::start();
     let home = Home::new();
-    home.mock_config(&model.base_url(), "");
-    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
-    home.write_config(&format!("approval_mode = \"full-access\"\n{config}"));
+    home.mock_config_in_mode(&model.base_url(), "full-access");
     (model, home)
 }
 

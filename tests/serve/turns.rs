@@ -14,10 +14,6 @@ fn setup(extra: &str) -> (MockModel, Home) {
     (model, home)
 }
 
-fn user(serve: &mut Serve, content: &str) {
-    serve.send(json!({"op": "user_message", "content": content}));
-}
-
 #[test]
 fn a_streamed_turn_in_the_specified_order() {
     let (model, home) = setup("input_price = 1.0\ncached_input_price = 0.5\noutput_price = 2.0");
@@ -32,7 +28,7 @@ fn a_streamed_turn_in_the_specified_order() {
     ]));
     let mut serve = Serve::ready(&home);
     let session = serve.seen[1]["session_id"].as_str().unwrap().to_owned();
-    user(&mut serve, "say hello");
+    serve.user("say hello");
     let events = serve.until("status");
     assert_eq!(
         types(&events),
@@ -81,19 +77,14 @@ fn a_streamed_turn_in_the_specified_order() {
         request.last_message(),
         &json!({"role": "user", "content": "say hello"})
     );
-    let tools: Vec<&str> = request.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let tools = request.tool_names();
     for name in ["read_file", "list_dir", "grep"] {
         assert!(tools.contains(&name), "{tools:?}");
     }
 
     // The second turn carries the first, and the cost accumulates.
     model.push(text_reply(&["again"]));
-    user(&mut serve, "once more");
+    serve.user("once more");
     let events = serve.until("status");
     let context = events
         .iter()
@@ -101,11 +92,7 @@ fn a_streamed_turn_in_the_specified_order() {
         .unwrap();
     assert!((context["cost"].as_f64().unwrap() - 2.0 * expected).abs() < 1e-12);
     let second = &model.wait_requests(2)[1];
-    let roles: Vec<&str> = second
-        .messages()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
+    let roles = second.roles();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert_eq!(second.messages()[2]["content"], "Hello, world");
 }
@@ -127,7 +114,7 @@ fn tool_calls_run_and_their_results_go_back_to_the_model() {
     ]));
     model.push(text_reply(&["Done."]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "read my notes");
+    serve.user("read my notes");
     let events = serve.until("status");
     assert_eq!(
         types(&events),
@@ -218,7 +205,7 @@ fn transient_failures_are_retried_before_anything_is_shown() {
     model.push(Reply::Sse(vec![Step::Cut]));
     model.push(text_reply(&["fine"]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     let events = serve.until("status");
     assert_eq!(
         types(&events),
@@ -254,7 +241,7 @@ fn a_stream_cut_after_output_ends_the_turn_with_an_error() {
     ]));
     model.push(text_reply(&["next turn"]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     serve.expect(&[
         "user_message",
         "connecting",
@@ -267,7 +254,7 @@ fn a_stream_cut_after_output_ends_the_turn_with_an_error() {
     assert_eq!(events[1]["message"], "ready");
     assert_eq!(model.request_count(), 1, "no retry once output was shown");
     // The session keeps working and remembers what was shown.
-    user(&mut serve, "again");
+    serve.user("again");
     serve.until("status");
     let second = &model.wait_requests(2)[1];
     let messages = second.messages();
@@ -285,7 +272,7 @@ fn permanent_failures_end_the_turn_with_the_providers_message() {
         headers: vec![],
     });
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     let events = serve.expect(&["user_message", "connecting", "error", "status"]);
     let message = events[2]["message"].as_str().unwrap();
     assert!(message.contains("Incorrect API key provided"), "{message}");
@@ -305,7 +292,7 @@ fn retries_give_up_after_max_retries() {
         });
     }
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     let events = serve.until("status");
     assert_eq!(
         types(&events),
@@ -329,7 +316,7 @@ fn an_idle_stream_times_out_and_is_retried() {
     model.push(Reply::Sse(vec![Step::Wait(never)]));
     model.push(text_reply(&["awake"]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     let events = serve.until("status");
     assert_eq!(
         types(&events)[..5],
@@ -349,7 +336,7 @@ fn end_of_stream_after_finish_reason_without_done_is_complete() {
     let (model, home) = setup("");
     model.push(Reply::Sse(vec![text("ok"), finish("stop"), usage(3, 1)]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     let events = serve.until("status");
     assert!(!types(&events).contains(&"retrying"), "{events:#?}");
     assert!(!types(&events).contains(&"error"), "{events:#?}");
@@ -369,7 +356,7 @@ fn odd_chunks_do_not_break_the_stream() {
         Step::Done,
     ]));
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "hi");
+    serve.user("hi");
     let events = serve.until("status");
     assert_eq!(joined(&events, "assistant_delta"), "fine");
     assert_eq!(events.last().unwrap()["message"], "ready");
@@ -393,7 +380,7 @@ fn replay_script_plays_scripted_replies() {
         "model = \"scripted/any\"\n[providers.scripted]\nkind = \"replay\"\nscript = \"script.jsonl\"\n",
     );
     let mut serve = Serve::ready(&home);
-    user(&mut serve, "what is in hello.txt?");
+    serve.user("what is in hello.txt?");
     let events = serve.until("status");
     assert_eq!(joined(&events, "reasoning_delta"), "hmm");
     assert_eq!(
@@ -419,7 +406,7 @@ fn the_offline_demo_streams_reasoning_text_and_a_tool_call() {
     let home = Home::new();
     let mut serve = Serve::ready(&home);
     serve.next();
-    user(&mut serve, "hello");
+    serve.user("hello");
     let events = serve.until("status");
     let kinds = types(&events);
     for expected in [
