@@ -5,7 +5,6 @@
 //! an `error` event in its startup batch. A front-end must always get a working session.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -65,46 +64,7 @@ fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }
 
-/// The five approval modes, strictest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApprovalMode {
-    Manual,
-    Plan,
-    AutoEdit,
-    Auto,
-    FullAccess,
-}
-
-impl ApprovalMode {
-    pub const ALL: [ApprovalMode; 5] = [
-        Self::Manual,
-        Self::Plan,
-        Self::AutoEdit,
-        Self::Auto,
-        Self::FullAccess,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Manual => "manual",
-            Self::Plan => "plan",
-            Self::AutoEdit => "auto-edit",
-            Self::Auto => "auto",
-            Self::FullAccess => "full-access",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|mode| mode.as_str() == text)
-    }
-}
-
-impl fmt::Display for ApprovalMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::protocol::ApprovalMode;
 
 /// `config.toml`, as written by the user. Every key is optional.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{ApprovalMode, LoadedConfig, Profile};
+use crate::engine::{Input, Outbound};
 use crate::engine::{SessionParams, ToolRegistry, prompt};
+use crate::protocol::{Op, OpName};
 use crate::providers::Catalog;
 
 /// What a client asks for when it opens a session.
@@ -83,6 +85,7 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
         catalog: Arc::new(catalog),
         tools,
         startup_errors,
+        clients: None,
     }
 }
 
@@ -107,69 +110,100 @@ impl EngineHost {
 }
 
 impl jucode_daemon::Host for EngineHost {
-    type Input = crate::engine::Input;
-    type Output = crate::engine::Outbound;
+    type Input = Input;
+    type Output = Outbound;
 
     fn hello(&self) -> bytes::Bytes {
-        crate::protocol::hello_line()
+        crate::protocol::daemon_hello_line()
     }
 
-    fn open(
+    async fn open(
         &self,
         params: jucode_daemon::OpenParams,
     ) -> Result<jucode_daemon::Hosted<Self::Input, Self::Output>, String> {
-        // The client's profile, as its own process would use; the daemon's otherwise.
-        let profile = Profile::from_env(&params.env).unwrap_or_else(|| self.profile.clone());
-        let cwd = match params.cwd {
-            Some(cwd) if cwd.is_absolute() => cwd,
-            Some(cwd) => {
-                return Err(format!(
-                    "cwd must be an absolute path, got {}",
-                    cwd.display()
-                ));
-            }
-            None if params.chat => profile.chats_dir(),
-            None => return Err("open needs an absolute cwd (or chat: true)".to_owned()),
-        };
-        if !params.chat && !cwd.is_dir() {
-            return Err(format!("cwd {} is not a directory", cwd.display()));
-        }
-        let options = SessionOptions {
-            cwd,
-            chat: params.chat,
-            env: params.env,
-        };
-        let session_params = build_session(&profile, options);
-        let id = session_params.session_id.clone();
+        let profile = self.profile.clone();
+        // Reading the profile and config, resolving paths: file-system work, kept off
+        // the daemon's async workers.
+        let built = tokio::task::spawn_blocking(move || prepare_open(&profile, params))
+            .await
+            .map_err(|err| format!("internal error while opening: {err}"))??;
+        let id = built.session_id.clone();
         let (events, output) = tokio::sync::mpsc::channel(crate::engine::EVENT_QUEUE);
-        let handle = crate::engine::spawn(session_params, events);
+        let handle = crate::engine::spawn(built, events);
         Ok(jucode_daemon::Hosted {
             id,
             input: handle.inputs,
             output,
         })
     }
+
+    fn is_quit(&self, op: &str, line: &[u8]) -> bool {
+        match OpName::parse(op) {
+            Some(OpName::Shutdown) => true,
+            // A malformed `command` is not a quit: it goes to the engine, which says
+            // what is wrong with it.
+            Some(OpName::Command) => matches!(
+                crate::protocol::parse_op(line),
+                Ok(Op::Command { input }) if crate::engine::commands::is_quit(&input)
+            ),
+            _ => false,
+        }
+    }
 }
 
-impl From<jucode_daemon::ClientInput> for crate::engine::Input {
+/// The blocking part of a daemon `open`: which profile, which directory, the session.
+fn prepare_open(
+    default_profile: &Profile,
+    params: jucode_daemon::OpenParams,
+) -> Result<SessionParams, String> {
+    // The client's profile, as its own process would use; the daemon's otherwise.
+    let profile = Profile::from_env(&params.env).unwrap_or_else(|| default_profile.clone());
+    let cwd = match params.cwd {
+        Some(cwd) if cwd.is_absolute() => cwd,
+        Some(cwd) => {
+            return Err(format!(
+                "cwd must be an absolute path, got {}",
+                cwd.display()
+            ));
+        }
+        None if params.chat => profile.chats_dir(),
+        None => return Err("open needs an absolute cwd (or chat: true)".to_owned()),
+    };
+    if !params.chat && !cwd.is_dir() {
+        return Err(format!("cwd {} is not a directory", cwd.display()));
+    }
+    let options = SessionOptions {
+        cwd,
+        chat: params.chat,
+        env: params.env,
+    };
+    let mut session = build_session(&profile, options);
+    session.clients = Some(params.clients);
+    Ok(session)
+}
+
+impl From<jucode_daemon::ClientInput> for Input {
     fn from(input: jucode_daemon::ClientInput) -> Self {
         match input {
-            jucode_daemon::ClientInput::Line(line) => match crate::protocol::parse_op(&line) {
-                Ok(op) => Self::Op(op),
-                Err(message) => Self::Malformed(message),
-            },
+            jucode_daemon::ClientInput::Line { client, line } => {
+                match crate::protocol::parse_op(&line) {
+                    Ok(op) => Self::Op { client, op },
+                    Err(message) => Self::Malformed { client, message },
+                }
+            }
             jucode_daemon::ClientInput::Snapshot { token } => Self::Snapshot { token },
             jucode_daemon::ClientInput::Barrier { token } => Self::Barrier { token },
         }
     }
 }
 
-impl From<crate::engine::Outbound> for jucode_daemon::HostOutput {
-    fn from(output: crate::engine::Outbound) -> Self {
+impl From<Outbound> for jucode_daemon::HostOutput {
+    fn from(output: Outbound) -> Self {
         match output {
-            crate::engine::Outbound::Line(line) => Self::Line(line),
-            crate::engine::Outbound::Snapshot { token, lines } => Self::Snapshot { token, lines },
-            crate::engine::Outbound::Barrier { token } => Self::Barrier { token },
+            Outbound::Line(line) => Self::Line(line),
+            Outbound::Reply { client, line } => Self::Reply { client, line },
+            Outbound::Snapshot { token, lines } => Self::Snapshot { token, lines },
+            Outbound::Barrier { token } => Self::Barrier { token },
         }
     }
 }

@@ -29,6 +29,9 @@ enum Command {
     Serve(ServeArgs),
     /// Run the daemon in the foreground, or manage it (start, stop, status).
     Daemon(DaemonArgs),
+    /// Print the JSON Schema (draft 2020-12) of serve protocol v2 and the daemon
+    /// protocol: `$defs.Op` (every op) and `$defs.Event` (every event).
+    Schema,
 }
 
 #[derive(clap::Args)]
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
             serve(args)
         }
         Command::Daemon(args) => daemon(args, cli.log_file),
+        Command::Schema => schema(),
     };
     ExitCode::from(code)
 }
@@ -123,6 +127,18 @@ fn serve(args: ServeArgs) -> u8 {
                 Err(err) => fail(&format!("serve failed: {err}")),
             }
         }
+    }
+}
+
+fn schema() -> u8 {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(jucode::protocol::schema::document_text().as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => 0,
+        Err(err) => fail(&format!("cannot write the schema: {err}")),
     }
 }
 

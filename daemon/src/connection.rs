@@ -20,23 +20,36 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use interprocess::local_socket::tokio::Stream;
 use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
 use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 
 use crate::framing::{Frame, LineCodec};
 use crate::host::{ClientInput, Host, Hosted, OpenParams};
 use crate::outbox::{Outbox, write_loop};
-use crate::registry::{ClientHandle, CloseReason, Leave, QuitOutcome, Session, SessionId};
+use crate::protocol::{
+    CloseReason, DaemonEvent, DaemonOp, DaemonOpName, DaemonStatus, OpenOp, SessionInfo,
+};
+use crate::registry::{ClientHandle, Leave, QuitOutcome, Session, SessionId};
 use crate::server::Shared;
-use crate::wire::{self, Route, SessionField};
+use crate::wire::{self, OpField, Route, SessionField, Unroutable};
 
 /// Bytes the reader asks the socket for at a time.
 const READ_CHUNK: usize = 8 * 1024;
 /// A read buffer grown larger than this (by a long line) is released once empty.
 const KEEP_READ_BUFFER: usize = 64 * 1024;
 
-/// Serves one accepted connection until it closes.
-pub(crate) async fn serve<H: Host>(shared: Arc<Shared<H>>, stream: Stream) {
+/// How long a refused connection gets to read why before it is closed.
+const REFUSAL_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves one accepted connection until it closes; `slot` is its share of the
+/// daemon's connection bound, given back when it closes.
+pub(crate) async fn serve<H: Host>(
+    shared: Arc<Shared<H>>,
+    stream: Stream,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
+    let _slot = slot;
     if !crate::listener::peer_allowed(&stream) {
         return;
     }
@@ -85,6 +98,29 @@ pub(crate) async fn serve<H: Host>(shared: Arc<Shared<H>>, stream: Stream) {
     let _ = writer.await;
     shared.clients.fetch_sub(1, Ordering::Relaxed);
     tracing::debug!(client = id, "client disconnected");
+}
+
+/// Tells a connection over the daemon's bound why it is closed, instead of `hello`.
+pub(crate) async fn refuse_full<H: Host>(shared: Arc<Shared<H>>, stream: Stream) {
+    if !crate::listener::peer_allowed(&stream) {
+        return;
+    }
+    tracing::warn!(
+        max = shared.max_clients,
+        "refused a connection: too many clients"
+    );
+    let message = format!(
+        "too many connections: this jucode daemon serves at most {} clients at once; close some and retry",
+        shared.max_clients
+    );
+    let line = DaemonEvent::error(message, None).line();
+    let mut writer = &stream;
+    let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
+        use tokio::io::AsyncWriteExt;
+        writer.write_all(&line).await?;
+        writer.flush().await
+    })
+    .await;
 }
 
 enum ReadEnd {
@@ -170,7 +206,7 @@ impl<H: Host> Connection<H> {
     }
 
     fn error(&self, message: &str, session: Option<&str>) {
-        self.reply(wire::error_line(message, session));
+        self.reply(DaemonEvent::error(message, session).line());
     }
 
     async fn handle(&mut self, frame: Frame) {
@@ -190,7 +226,7 @@ impl<H: Host> Connection<H> {
     async fn handle_line(&mut self, line: Bytes) {
         let route = match Route::parse(&line) {
             Ok(route) => route,
-            Err(err) => return self.unroutable(line, &err).await,
+            Err(err) => return self.unroutable(line, err).await,
         };
         let session = match route.session {
             None => None,
@@ -199,33 +235,54 @@ impl<H: Host> Connection<H> {
                 return self.error("invalid command: \"session\" must be a string", None);
             }
         };
-        match route.op.as_deref() {
-            Some("open") => self.open(&line),
-            Some("attach") => self.attach(session).await,
-            Some("detach") => self.detach(session).await,
-            Some("close") => self.close(session),
-            Some("sessions") => self.sessions(),
-            Some("daemon_status") => self.daemon_status(),
-            Some("daemon_stop") => {
-                self.reply(wire::info_line("daemon stopping", None));
-                self.shared.stop_requested.cancel();
+        match route.op {
+            Some(OpField::Daemon(name)) => self.daemon_op(name, &line).await,
+            Some(OpField::Session(op)) if self.shared.host.is_quit(&op, &line) => {
+                self.quit(session).await;
             }
-            Some("shutdown") => self.quit(session).await,
-            Some("command") if wire::is_quit_command(&line) => self.quit(session).await,
             _ => self.forward(session, line).await,
         }
     }
 
-    /// Not a JSON object with a string `op`: the current session's engine reports it
-    /// exactly as `jucode serve` would; with no current session the daemon does.
-    async fn unroutable(&mut self, line: Bytes, err: &serde_json::Error) {
+    /// One of the daemon's own ops, parsed in full.
+    async fn daemon_op(&mut self, name: DaemonOpName, line: &[u8]) {
+        let op = match serde_json::from_slice::<DaemonOp>(line) {
+            Ok(op) => op,
+            Err(err) => {
+                let name = serde_json::to_value(name)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let message = format!("invalid {name}: {}", wire::strip_position(&err));
+                return self.error(&message, None);
+            }
+        };
+        match op {
+            DaemonOp::Open(open) => self.open(open).await,
+            DaemonOp::Attach { session } => self.attach(session).await,
+            DaemonOp::Detach { session } => self.detach(session).await,
+            DaemonOp::Close { session } => self.close(session),
+            DaemonOp::Sessions => self.sessions(),
+            DaemonOp::DaemonStatus => self.daemon_status(),
+            DaemonOp::DaemonStop => {
+                self.reply(DaemonEvent::info("daemon stopping", None).line());
+                self.shared.stop_requested.cancel();
+            }
+        }
+    }
+
+    /// Not a JSON object: it never acts. The current session's engine reports it to
+    /// this client exactly as `jucode serve` would; with no current session the daemon
+    /// does.
+    async fn unroutable(&mut self, line: Bytes, err: Unroutable) {
         if let Some(current) = self.client.current() {
             return self.forward(Some(current.to_string()), line).await;
         }
-        let message = if serde_json::from_slice::<serde::de::IgnoredAny>(&line).is_ok() {
-            "invalid command: expected a JSON object with a string \"op\" field".to_owned()
-        } else {
-            format!("invalid command: {err}")
+        let message = match err {
+            Unroutable::NotAnObject => {
+                "invalid command: expected a JSON object with a string \"op\" field".to_owned()
+            }
+            Unroutable::Invalid(err) => format!("invalid command: {err}"),
         };
         self.error(&message, None);
     }
@@ -279,33 +336,32 @@ impl<H: Host> Connection<H> {
         let Ok(session) = self.target(session) else {
             return;
         };
-        if !self.send(&session, ClientInput::Line(line)).await {
+        let input = ClientInput::Line {
+            client: self.client.id,
+            line,
+        };
+        if !self.send(&session, input).await {
             let message = format!("session {} is closing", session.id);
             self.error(&message, Some(&session.id));
         }
     }
 
-    fn open(&mut self, line: &[u8]) {
-        let op: wire::OpenOp = match serde_json::from_slice(line) {
-            Ok(op) => op,
-            Err(err) => {
-                let message = format!("invalid open: {}", wire::strip_position(&err));
-                return self.error(&message, None);
-            }
-        };
+    async fn open(&mut self, op: OpenOp) {
         if op.cwd.as_ref().is_some_and(|cwd| !cwd.is_absolute()) {
             return self.error("invalid open: cwd must be an absolute path", None);
         }
+        let (clients, watched) = watch::channel(0);
         let params = OpenParams {
             cwd: op.cwd.clone(),
             chat: op.chat,
             env: op.env,
+            clients: watched,
         };
-        let Hosted { id, input, output } = match self.shared.host.open(params) {
+        let Hosted { id, input, output } = match self.shared.host.open(params).await {
             Ok(hosted) => hosted,
             Err(err) => return self.error(&format!("cannot open session: {err}"), None),
         };
-        let session = Arc::new(Session::new(id.into(), op.cwd, op.chat, input));
+        let session = Arc::new(Session::new(id.into(), op.cwd, op.chat, input, clients));
         if let Err(session) = self.shared.sessions.insert(session.clone()) {
             let message = format!("cannot open session: duplicate session id {}", session.id);
             return self.error(&message, Some(&session.id));
@@ -320,10 +376,7 @@ impl<H: Host> Connection<H> {
         self.shared.session_tasks.spawn(task);
     }
 
-    async fn attach(&mut self, session: Option<String>) {
-        let Some(id) = session else {
-            return self.error("invalid attach: missing field `session`", None);
-        };
+    async fn attach(&mut self, id: String) {
         let Some(session) = self.shared.sessions.get(&id) else {
             return self.error(&format!("unknown session: {id}"), Some(&id));
         };
@@ -336,20 +389,21 @@ impl<H: Host> Connection<H> {
     }
 
     /// Leaves after the session has handled this client's earlier ops (a barrier), so
-    /// their answers still arrive; `detached` is the client's last line of it.
+    /// their answers still arrive; `detached` is the client's last line of it. A
+    /// session already ending handles no more input: the client stays for its last
+    /// events, and `session_closed` is its last line of it instead.
     async fn detach(&mut self, session: Option<String>) {
         let Ok(session) = self.target(session) else {
             return;
         };
         let token = self.shared.next_token();
-        if session.leave_at(&self.client, token, Leave::Detach)
-            && self.send(&session, ClientInput::Barrier { token }).await
-        {
-            return;
+        if !session.leave_at(&self.client, token, Leave::Detach) {
+            let message = format!("not attached to session {}", session.id);
+            return self.error(&message, Some(&session.id));
         }
-        // The session is ending: nothing more comes from it anyway.
-        session.unsubscribe(&self.client);
-        self.reply(wire::detached_line(&session.id));
+        if !self.send(&session, ClientInput::Barrier { token }).await {
+            session.cancel_leave(&self.client, token);
+        }
     }
 
     fn close(&mut self, session: Option<String>) {
@@ -365,7 +419,8 @@ impl<H: Host> Connection<H> {
         session.close_input(CloseReason::Closed);
         if !self.client.is_attached(&id) {
             // Attached clients learn of the end from `session_closed`; this one would not.
-            self.reply(wire::info_line(&format!("closing session {id}"), Some(&id)));
+            let line = DaemonEvent::info(format!("closing session {id}"), Some(&id)).line();
+            self.reply(line);
         }
     }
 
@@ -378,7 +433,7 @@ impl<H: Host> Connection<H> {
         match session.quit(&self.client, token) {
             QuitOutcome::Detached => {
                 if !self.send(&session, ClientInput::Barrier { token }).await {
-                    session.barrier_reached(token);
+                    session.cancel_leave(&self.client, token);
                 }
             }
             // The connection closes (if nothing else is attached) when it has ended.
@@ -396,7 +451,7 @@ impl<H: Host> Connection<H> {
             .sessions
             .all()
             .into_iter()
-            .map(|s| wire::SessionInfo {
+            .map(|s| SessionInfo {
                 session: s.id.to_string(),
                 cwd: s.cwd.as_ref().map(|cwd| cwd.to_string_lossy().into_owned()),
                 chat: s.chat,
@@ -405,19 +460,20 @@ impl<H: Host> Connection<H> {
                 created_at: s.created_at,
             })
             .collect();
-        self.reply(wire::sessions_line(&sessions));
+        self.reply(DaemonEvent::Sessions { sessions }.line());
     }
 
     fn daemon_status(&self) {
-        let status = wire::DaemonStatus {
+        let status = DaemonStatus {
             pid: std::process::id(),
             version: self.shared.version.clone(),
+            build: self.shared.build.clone(),
             socket: self.shared.socket.to_string_lossy().into_owned(),
             sessions: self.shared.sessions.len(),
             clients: self.shared.clients.load(Ordering::Relaxed),
             uptime_ms: self.shared.started.elapsed().as_millis() as u64,
             socket_activated: self.shared.socket_activated,
         };
-        self.reply(wire::daemon_status_line(&status));
+        self.reply(DaemonEvent::DaemonStatus(status).line());
     }
 }

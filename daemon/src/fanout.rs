@@ -54,6 +54,11 @@ pub(crate) async fn run<H: Host>(
         for item in items.drain(..) {
             match item.into() {
                 HostOutput::Line(line) => lines.push(line),
+                HostOutput::Reply { client, line } => {
+                    session.deliver_all(&lines);
+                    lines.clear();
+                    session.deliver_to(client, line);
+                }
                 HostOutput::Snapshot {
                     token,
                     lines: snapshot,

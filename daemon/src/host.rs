@@ -1,10 +1,15 @@
 //! The contract between the daemon and what it hosts.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+
+/// Identifies one connection to the daemon, so that a session can answer the client
+/// whose op it is handling, and only that client.
+pub type ClientId = u64;
 
 /// What the daemon hosts: a factory of sessions that speak protocol lines.
 ///
@@ -20,12 +25,23 @@ pub trait Host: Send + Sync + 'static {
     /// The line the daemon sends first on every connection (`hello`, with `\n`).
     fn hello(&self) -> Bytes;
 
-    /// Creates a session. Its output starts with its startup batch.
-    fn open(&self, params: OpenParams) -> Result<Hosted<Self::Input, Self::Output>, String>;
+    /// Creates a session. Its output starts with its startup batch. It may read files
+    /// (a profile, a config): the host must keep such work off the async workers.
+    fn open(
+        &self,
+        params: OpenParams,
+    ) -> impl Future<Output = Result<Hosted<Self::Input, Self::Output>, String>> + Send;
+
+    /// Whether a client line with this `op` means "this client is done with the
+    /// session" (the engine's `shutdown`, `/quit`, `/exit`). Such lines are not
+    /// forwarded: the daemon detaches the client, or ends the session if it was the
+    /// last one. Called for every forwarded line, so it must decide cheaply from `op`
+    /// before looking further into `line`.
+    fn is_quit(&self, op: &str, line: &[u8]) -> bool;
 }
 
-/// The fields of an `open` op.
-#[derive(Debug, Clone, Default)]
+/// The fields of an `open` op, and what the daemon gives every session.
+#[derive(Debug, Clone)]
 pub struct OpenParams {
     /// Absolute working directory; `None` lets the host choose.
     pub cwd: Option<PathBuf>,
@@ -33,6 +49,9 @@ pub struct OpenParams {
     pub chat: bool,
     /// The client's environment; the session's tools run with it.
     pub env: HashMap<String, String>,
+    /// How many clients are attached to the session right now. A session nobody
+    /// watches should not wait for answers only a client can give (approvals).
+    pub clients: watch::Receiver<usize>,
 }
 
 /// A live session's channels. The session ends when `output` closes; dropping `input`
@@ -47,7 +66,7 @@ pub struct Hosted<I, O> {
 #[derive(Debug)]
 pub enum ClientInput {
     /// One client line (an op), exactly as received, without its newline.
-    Line(Bytes),
+    Line { client: ClientId, line: Bytes },
     /// Asks for the state a client attaching now needs to render; the session answers
     /// with [`HostOutput::Snapshot`] carrying the same token, placed in its output
     /// exactly between the events the snapshot covers and those it does not.
@@ -63,6 +82,9 @@ pub enum ClientInput {
 pub enum HostOutput {
     /// One event line, `\n`-terminated, for every attached client.
     Line(Bytes),
+    /// One event line for one client only: the answer to that client's op (an error,
+    /// a view). Dropped if the client has left.
+    Reply { client: ClientId, line: Bytes },
     /// The answer to [`ClientInput::Snapshot`]: lines for the attaching client only.
     Snapshot { token: u64, lines: Vec<Bytes> },
     /// The answer to [`ClientInput::Barrier`], in order with the session's events.

@@ -15,7 +15,8 @@
 //! - `registry`: sessions, their subscribers, each client's attached sessions.
 //! - `fanout`: one task per session delivering its output to its clients.
 //! - `outbox`: each client's bounded queue and its writer; slow clients are cut off.
-//! - `wire`: the few fields the daemon reads, the few events it writes.
+//! - [`protocol`]: the daemon's own ops and events, typed (and `hello`).
+//! - `wire`: the few fields the daemon reads of the lines it routes.
 //! - `listener`, [`paths`], `lock`: binding safely (lock, stale sockets, permissions,
 //!   peer uid, systemd).
 //! - `client`: [`connect_or_start`], the race-free "connect or start" for front-ends.
@@ -39,14 +40,16 @@ mod listener;
 mod lock;
 mod outbox;
 pub mod paths;
+pub mod protocol;
 mod registry;
 mod server;
 mod wire;
 
 pub use client::{START_TIMEOUT, connect_or_start};
-pub use host::{ClientInput, Host, HostOutput, Hosted, OpenParams};
+pub use host::{ClientId, ClientInput, Host, HostOutput, Hosted, OpenParams};
 pub use interprocess::local_socket::tokio::Stream;
 pub use listener::{Inherited, connect};
 pub use outbox::ClientLimits;
 pub use paths::{default_socket_path, default_socket_path_from_env};
-pub use server::{DaemonOptions, run};
+pub use server::{DEFAULT_MAX_CLIENTS, DaemonOptions, run};
+pub use wire::{is_object, strip_position};

@@ -64,7 +64,7 @@ impl ClientLimits {
             self.max_lines,
             size(self.max_bytes)
         );
-        crate::wire::error_line(&message, None)
+        crate::protocol::DaemonEvent::error(message, None).line()
     }
 }
 

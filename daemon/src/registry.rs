@@ -16,9 +16,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
+use crate::host::ClientId;
 use crate::outbox::Outbox;
+use crate::protocol::{CloseReason, DaemonEvent};
 
 /// A session id, shared by the registry, subscribers' lists and event lines.
 pub(crate) type SessionId = Arc<str>;
@@ -109,29 +111,6 @@ struct Inner {
     close_reason: Option<CloseReason>,
 }
 
-/// Why a session ended, as `session_closed` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CloseReason {
-    /// A client sent `close`.
-    Closed,
-    /// The last attached client quit (`shutdown`, `/quit`, `/exit`).
-    Quit,
-    /// The daemon is stopping.
-    DaemonStopping,
-}
-
-impl CloseReason {
-    pub(crate) fn as_str(reason: Option<Self>) -> &'static str {
-        match reason {
-            Some(Self::Closed) => "closed",
-            Some(Self::Quit) => "quit",
-            Some(Self::DaemonStopping) => "daemon_stopping",
-            // The engine ended the session on its own.
-            None => "ended",
-        }
-    }
-}
-
 /// What the client asked for cannot be done because the session has ended (or its
 /// client is going away).
 #[derive(Debug)]
@@ -160,6 +139,9 @@ pub(crate) struct Session<I> {
     /// Dropping the sender asks the session to end.
     input: Mutex<Option<mpsc::Sender<I>>>,
     inner: Mutex<Inner>,
+    /// How many clients are attached, for the session itself (see
+    /// [`crate::OpenParams::clients`]); updated under `inner`'s lock.
+    clients: watch::Sender<usize>,
 }
 
 impl<I> Session<I> {
@@ -168,6 +150,7 @@ impl<I> Session<I> {
         cwd: Option<PathBuf>,
         chat: bool,
         input: mpsc::Sender<I>,
+        clients: watch::Sender<usize>,
     ) -> Self {
         let created_at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -179,7 +162,19 @@ impl<I> Session<I> {
             created_at,
             input: Mutex::new(Some(input)),
             inner: Mutex::new(Inner::default()),
+            clients,
         }
+    }
+
+    /// Tells the session how many clients it has now; called under `inner`'s lock
+    /// after every change of its subscribers, so the count never goes stale.
+    fn publish_count(&self, inner: &Inner) {
+        let count = inner.subscribers.len();
+        self.clients.send_if_modified(|current| {
+            let changed = *current != count;
+            *current = count;
+            changed
+        });
     }
 
     /// A sender to the session's input, unless it is ending.
@@ -227,6 +222,7 @@ impl<I> Session<I> {
         }
         attached.retain(|s| *s != self.id);
         attached.push(self.id.clone());
+        self.publish_count(&inner);
         Ok(())
     }
 
@@ -236,6 +232,7 @@ impl<I> Session<I> {
         let before = inner.subscribers.len();
         inner.subscribers.retain(|s| s.client.id != client.id);
         client.forget(&self.id);
+        self.publish_count(&inner);
         inner.subscribers.len() != before
     }
 
@@ -256,6 +253,23 @@ impl<I> Session<I> {
         }
     }
 
+    /// The barrier `token` can no longer come back (the session stopped taking input):
+    /// the client stays attached for the session's last events instead, and one that
+    /// quit is disconnected after them.
+    pub(crate) fn cancel_leave(&self, client: &ClientHandle, token: u64) {
+        let mut inner = lock(&self.inner);
+        if let Some(subscriber) = inner
+            .subscribers
+            .iter_mut()
+            .find(|s| s.client.id == client.id)
+            && let Some((leaving, how)) = subscriber.leaving
+            && leaving == token
+        {
+            subscriber.leaving = None;
+            subscriber.quitting |= how == Leave::Quit;
+        }
+    }
+
     /// The session echoed `token`: the client waiting for it leaves now.
     pub(crate) fn barrier_reached(&self, token: u64) {
         let mut inner = lock(&self.inner);
@@ -267,14 +281,15 @@ impl<I> Session<I> {
             return;
         };
         let gone = inner.subscribers.remove(index);
+        self.publish_count(&inner);
         drop(inner);
         gone.client.forget(&self.id);
         match gone.leaving {
             Some((_, Leave::Detach)) => {
-                let _ = gone
-                    .client
-                    .outbox
-                    .push(crate::wire::detached_line(&self.id));
+                let detached = DaemonEvent::Detached {
+                    session: self.id.to_string(),
+                };
+                let _ = gone.client.outbox.push(detached.line());
             }
             _ => gone.client.close_if_idle(),
         }
@@ -290,6 +305,7 @@ impl<I> Session<I> {
             .retain(|s| s.client.id != client.id || s.quitting);
         if inner.subscribers.len() != before {
             client.forget(&self.id);
+            self.publish_count(&inner);
         }
     }
 
@@ -340,6 +356,7 @@ impl<I> Session<I> {
             inner.state = Some(message.into_boxed_str());
         }
         let id = &self.id;
+        let before = inner.subscribers.len();
         inner.subscribers.retain(|s| {
             if s.waiting_for.is_some() {
                 return true;
@@ -350,6 +367,24 @@ impl<I> Session<I> {
             }
             kept
         });
+        if inner.subscribers.len() != before {
+            self.publish_count(&inner);
+        }
+    }
+
+    /// Queues a line for one subscriber only (the answer to its own op). Delivered even
+    /// while it waits for a snapshot: an answer is not state the snapshot covers. A
+    /// client that has left gets nothing.
+    pub(crate) fn deliver_to(&self, client: ClientId, line: Bytes) {
+        let mut inner = lock(&self.inner);
+        let Some(index) = inner.subscribers.iter().position(|s| s.client.id == client) else {
+            return;
+        };
+        if inner.subscribers[index].client.outbox.push(line).is_err() {
+            let gone = inner.subscribers.remove(index);
+            gone.client.forget(&self.id);
+            self.publish_count(&inner);
+        }
     }
 
     /// When every live subscriber is congested, the least congested one: the session
@@ -396,6 +431,7 @@ impl<I> Session<I> {
         if !ok {
             let gone = inner.subscribers.remove(index);
             gone.client.forget(&self.id);
+            self.publish_count(&inner);
         }
     }
 
@@ -410,10 +446,16 @@ impl<I> Session<I> {
             for s in &subscribers {
                 s.client.forget(&self.id);
             }
+            self.publish_count(&inner);
             (subscribers, inner.close_reason)
         };
         lock(&self.input).take();
-        let closed = crate::wire::session_closed_line(&self.id, CloseReason::as_str(reason));
+        let closed = DaemonEvent::SessionClosed {
+            session: self.id.to_string(),
+            // The engine ended the session on its own when the daemon gave no reason.
+            reason: reason.unwrap_or(CloseReason::Ended),
+        }
+        .line();
         for s in subscribers {
             let _ = s.client.outbox.push(closed.clone());
             if s.quitting {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -36,6 +37,10 @@ pub struct DaemonOptions {
     pub socket: PathBuf,
     /// The version reported by `daemon_status`.
     pub version: String,
+    /// The exact build, reported by `daemon_status` (see [`crate::protocol::Hello`]).
+    pub build: String,
+    /// The most connections served at once; one more is told so and closed.
+    pub max_clients: usize,
     /// How far a client may fall behind before it is disconnected.
     pub client_limits: ClientLimits,
     /// The bound of each phase of a graceful stop.
@@ -48,11 +53,14 @@ pub struct DaemonOptions {
 }
 
 impl DaemonOptions {
-    /// Defaults for `socket`: 131072 lines / 32 MiB per client, 3 s stop phases.
+    /// Defaults for `socket`: 131072 lines / 32 MiB per client, 1024 clients, 3 s stop
+    /// phases.
     pub fn new(socket: impl Into<PathBuf>) -> Self {
         Self {
             socket: socket.into(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            build: String::new(),
+            max_clients: DEFAULT_MAX_CLIENTS,
             client_limits: ClientLimits::default(),
             stop_grace: Duration::from_secs(3),
             inherited: None,
@@ -67,6 +75,16 @@ impl DaemonOptions {
     }
 }
 
+/// The default bound on connections served at once. Each costs a task pair and its
+/// queue; a runaway script opening connections in a loop must not exhaust the
+/// daemon's descriptors or memory before a human notices.
+pub const DEFAULT_MAX_CLIENTS: usize = 1024;
+
+/// Bounds of the pause after a failed `accept` (typically EMFILE): short at first,
+/// doubling while the failures go on, so the loop neither spins nor stalls for long.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 /// What every task of the daemon shares.
 pub(crate) struct Shared<H: Host> {
     pub host: Arc<H>,
@@ -75,7 +93,11 @@ pub(crate) struct Shared<H: Host> {
     pub clients: AtomicUsize,
     pub limits: ClientLimits,
     pub version: String,
+    pub build: String,
     pub socket: PathBuf,
+    /// One permit per connection being served.
+    pub connection_slots: Arc<Semaphore>,
+    pub max_clients: usize,
     /// Serving a listener handed over by systemd.
     pub socket_activated: bool,
     pub started: Instant,
@@ -134,7 +156,10 @@ pub async fn run<H: Host>(
         clients: AtomicUsize::new(0),
         limits: options.client_limits,
         version: options.version,
+        build: options.build,
         socket: options.socket,
+        connection_slots: Arc::new(Semaphore::new(options.max_clients.max(1))),
+        max_clients: options.max_clients.max(1),
         socket_activated,
         started: Instant::now(),
         next_client: AtomicU64::new(1),
@@ -153,6 +178,7 @@ pub async fn run<H: Host>(
     let bound = owned_socket.as_deref().and_then(socket_identity);
     let mut watch = tokio::time::interval(options.socket_check);
     watch.tick().await;
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -170,13 +196,26 @@ pub async fn run<H: Host>(
         };
         match accepted {
             Ok(stream) => {
-                let task = crate::connection::serve(shared.clone(), stream);
-                shared.connection_tasks.spawn(task);
+                backoff = ACCEPT_BACKOFF_MIN;
+                match shared.connection_slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let task = crate::connection::serve(shared.clone(), stream, slot);
+                        shared.connection_tasks.spawn(task);
+                    }
+                    Err(_) => {
+                        let task = crate::connection::refuse_full(shared.clone(), stream);
+                        shared.connection_tasks.spawn(task);
+                    }
+                }
             }
             Err(err) => {
                 // Typically EMFILE: back off rather than spin; existing clients go on.
-                tracing::warn!(%err, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tracing::warn!(%err, delay_ms = backoff.as_millis() as u64, "accept failed");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = shared.stop_requested.cancelled() => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
             }
         }
     }
@@ -216,7 +255,7 @@ fn socket_identity(path: &std::path::Path) -> Option<(u64, u64)> {
 async fn stop<H: Host>(shared: &Shared<H>, grace: Duration) {
     shared.stopping.cancel();
     for session in shared.sessions.all() {
-        session.close_input(crate::registry::CloseReason::DaemonStopping);
+        session.close_input(crate::protocol::CloseReason::DaemonStopping);
     }
     shared.session_tasks.close();
     if tokio::time::timeout(grace, shared.session_tasks.wait())

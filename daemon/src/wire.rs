@@ -1,27 +1,36 @@
-//! The little of the protocol the daemon reads and writes itself.
+//! What the daemon reads of the lines it routes.
 //!
-//! Reading: only what routing needs. Each client line is parsed into [`Route`], which
-//! picks out `op` and `session` and lets serde skip everything else without building
-//! values (a 30 MiB `user_message` costs one scan, no allocation). Op-specific fields
-//! are parsed only for the daemon's own ops. Event lines coming out of sessions are not
-//! parsed at all, except `status` events, recognised by their first bytes, for the
-//! `state` column of `sessions`.
+//! Each client line is parsed into [`Route`], which picks out `op` and `session` and
+//! lets serde skip everything else without building values (a 30 MiB `user_message`
+//! costs one scan, no allocation). Only a JSON object is ever routed as an op: serde
+//! would also read a struct from a JSON array (`["daemon_stop",null]`), so the first
+//! byte is checked before serde sees the line. The daemon's own ops are then parsed in
+//! full into [`DaemonOp`](crate::protocol::DaemonOp); a session's lines are forwarded
+//! unparsed.
 //!
-//! Writing: the daemon's own events, `type` first like every engine event (serde keeps
-//! struct field order; a `serde_json::Value` map would sort the keys).
+//! Event lines coming out of sessions are not parsed at all, except `status` events,
+//! recognised by their first bytes, for the `state` column of `sessions`.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-
-use bytes::Bytes;
+use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
+
+use crate::protocol::DaemonOpName;
 
 /// The routing fields of a client line.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Route {
-    pub op: Option<String>,
+    pub op: Option<OpField>,
     pub session: Option<SessionField>,
+}
+
+/// `op` as sent: one of the daemon's own, another name (for a session), or not a
+/// string at all (the session's engine says what is wrong with it).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OpField {
+    Daemon(DaemonOpName),
+    Session(String),
+    Invalid(IgnoredAny),
 }
 
 /// `session` as sent: a string, or something else (which is an error).
@@ -32,35 +41,32 @@ pub(crate) enum SessionField {
     Invalid(IgnoredAny),
 }
 
+/// Why a line cannot be routed.
+#[derive(Debug)]
+pub(crate) enum Unroutable {
+    /// Valid JSON, but not an object.
+    NotAnObject,
+    /// Not JSON at all.
+    Invalid(serde_json::Error),
+}
+
 impl Route {
-    pub(crate) fn parse(line: &[u8]) -> Result<Route, serde_json::Error> {
-        serde_json::from_slice(line)
+    pub(crate) fn parse(line: &[u8]) -> Result<Route, Unroutable> {
+        if !is_object(line) {
+            return Err(match serde_json::from_slice::<IgnoredAny>(line) {
+                Ok(_) => Unroutable::NotAnObject,
+                Err(err) => Unroutable::Invalid(err),
+            });
+        }
+        serde_json::from_slice(line).map_err(Unroutable::Invalid)
     }
 }
 
-/// `{"op":"open","cwd":"/abs","chat":false,"env":{...}}`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct OpenOp {
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    #[serde(default)]
-    pub chat: bool,
-    #[serde(default)]
-    pub env: HashMap<String, String>,
-}
-
-/// The `input` of a `command` op, to recognise `/quit` and `/exit`.
-#[derive(Debug, Deserialize)]
-struct CommandOp {
-    input: String,
-}
-
-/// True for `{"op":"command","input":"/quit"}` and `/exit`, trimmed, as the engine's
-/// own check. A malformed `command` is not a quit: it goes to the engine, which says
-/// what is wrong with it.
-pub(crate) fn is_quit_command(line: &[u8]) -> bool {
-    serde_json::from_slice::<CommandOp>(line)
-        .is_ok_and(|op| matches!(op.input.trim(), "/quit" | "/exit"))
+/// Whether a line can only be a JSON object: its first non-blank byte opens one.
+pub fn is_object(line: &[u8]) -> bool {
+    line.iter()
+        .find(|byte| !byte.is_ascii_whitespace())
+        .is_some_and(|&byte| byte == b'{')
 }
 
 /// The engine's encoder writes every `status` event starting with exactly this.
@@ -81,97 +87,12 @@ pub(crate) fn status_message(line: &[u8]) -> Option<String> {
 }
 
 /// Error text serde_json appends ("at line 1 column 9") is noise on a one-line protocol.
-pub(crate) fn strip_position(err: &serde_json::Error) -> String {
+pub fn strip_position(err: &serde_json::Error) -> String {
     let text = err.to_string();
     match text.rfind(" at line ") {
         Some(cut) => text[..cut].to_owned(),
         None => text,
     }
-}
-
-/// One row of the `sessions` answer.
-#[derive(Debug, Serialize)]
-pub(crate) struct SessionInfo {
-    pub session: String,
-    pub cwd: Option<String>,
-    pub chat: bool,
-    pub clients: usize,
-    pub state: String,
-    pub created_at: u64,
-}
-
-/// The `daemon_status` answer.
-#[derive(Debug, Serialize)]
-pub(crate) struct DaemonStatus {
-    pub pid: u32,
-    pub version: String,
-    pub socket: String,
-    pub sessions: usize,
-    pub clients: usize,
-    pub uptime_ms: u64,
-    /// Serving a listener it was handed (systemd socket activation) rather than one it
-    /// bound: stopping it does not stop the socket, which restarts it on demand.
-    pub socket_activated: bool,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Event<'a> {
-    Error {
-        message: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        session: Option<&'a str>,
-    },
-    Info {
-        message: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        session: Option<&'a str>,
-    },
-    SessionClosed {
-        session: &'a str,
-        reason: &'a str,
-    },
-    Detached {
-        session: &'a str,
-    },
-    Sessions {
-        sessions: &'a [SessionInfo],
-    },
-    DaemonStatus(&'a DaemonStatus),
-}
-
-fn encode(event: &Event<'_>) -> Bytes {
-    let mut buf = Vec::with_capacity(96);
-    // Plain strings and numbers: serializing into a Vec cannot fail.
-    serde_json::to_writer(&mut buf, event).expect("daemon events always serialize");
-    buf.push(b'\n');
-    Bytes::from(buf)
-}
-
-/// `{"type":"error","message":...,"session":...}` (`session` only when given).
-pub(crate) fn error_line(message: &str, session: Option<&str>) -> Bytes {
-    encode(&Event::Error { message, session })
-}
-
-/// `{"type":"info","message":...,"session":...}` (`session` only when given).
-pub(crate) fn info_line(message: &str, session: Option<&str>) -> Bytes {
-    encode(&Event::Info { message, session })
-}
-
-pub(crate) fn session_closed_line(session: &str, reason: &str) -> Bytes {
-    encode(&Event::SessionClosed { session, reason })
-}
-
-pub(crate) fn detached_line(session: &str) -> Bytes {
-    encode(&Event::Detached { session })
-}
-
-pub(crate) fn sessions_line(sessions: &[SessionInfo]) -> Bytes {
-    encode(&Event::Sessions { sessions })
-}
-
-pub(crate) fn daemon_status_line(status: &DaemonStatus) -> Bytes {
-    encode(&Event::DaemonStatus(status))
 }
 
 #[cfg(test)]
@@ -183,22 +104,40 @@ mod tests {
         let route =
             Route::parse(br#"{"op":"user_message","content":{"deep":[1,2,3]},"session":"s1"}"#)
                 .unwrap();
-        assert_eq!(route.op.as_deref(), Some("user_message"));
+        assert!(matches!(route.op, Some(OpField::Session(ref op)) if op == "user_message"));
         assert!(matches!(route.session, Some(SessionField::Id(ref s)) if s == "s1"));
-        let route = Route::parse(br#"{"op":"x","session":7}"#).unwrap();
+        let route = Route::parse(br#"{"op":"daemon_stop","session":7}"#).unwrap();
+        assert!(matches!(
+            route.op,
+            Some(OpField::Daemon(DaemonOpName::DaemonStop))
+        ));
         assert!(matches!(route.session, Some(SessionField::Invalid(_))));
-        let route = Route::parse(br#"{"op":"x","session":null}"#).unwrap();
+        let route = Route::parse(br#"{"op":5,"session":null}"#).unwrap();
+        assert!(matches!(route.op, Some(OpField::Invalid(_))));
         assert!(route.session.is_none());
-        assert!(Route::parse(b"not json").is_err());
-        assert!(Route::parse(b"[1]").is_err());
     }
 
     #[test]
-    fn quit_commands() {
-        assert!(is_quit_command(br#"{"op":"command","input":" /quit "}"#));
-        assert!(is_quit_command(br#"{"op":"command","input":"/exit"}"#));
-        assert!(!is_quit_command(br#"{"op":"command","input":"/quit now"}"#));
-        assert!(!is_quit_command(br#"{"op":"command","input":5}"#));
+    fn only_objects_are_routed() {
+        assert!(matches!(
+            Route::parse(b"not json"),
+            Err(Unroutable::Invalid(_))
+        ));
+        for line in [
+            &br#"["daemon_stop",null]"#[..],
+            br#" ["close","s1"]"#,
+            b"[1]",
+            b"\"open\"",
+            b"7",
+            b"null",
+        ] {
+            assert!(
+                matches!(Route::parse(line), Err(Unroutable::NotAnObject)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        assert!(Route::parse(b"  {\"op\":\"sessions\"}").is_ok());
     }
 
     #[test]
@@ -206,31 +145,5 @@ mod tests {
         let line = br#"{"type":"status","message":"queued: 2","session":"s"}"#;
         assert_eq!(status_message(line).as_deref(), Some("queued: 2"));
         assert_eq!(status_message(br#"{"type":"info","message":"x"}"#), None);
-    }
-
-    #[test]
-    fn events_put_type_first() {
-        assert_eq!(
-            &error_line("unknown session: x", Some("x"))[..],
-            b"{\"type\":\"error\",\"message\":\"unknown session: x\",\"session\":\"x\"}\n"
-        );
-        assert_eq!(
-            &session_closed_line("s", "closed")[..],
-            b"{\"type\":\"session_closed\",\"session\":\"s\",\"reason\":\"closed\"}\n"
-        );
-        let status = DaemonStatus {
-            pid: 1,
-            version: "0.1.0".into(),
-            socket: "/s".into(),
-            sessions: 2,
-            clients: 3,
-            uptime_ms: 4,
-            socket_activated: false,
-        };
-        assert_eq!(
-            &daemon_status_line(&status)[..],
-            b"{\"type\":\"daemon_status\",\"pid\":1,\"version\":\"0.1.0\",\"socket\":\"/s\",\
-              \"sessions\":2,\"clients\":3,\"uptime_ms\":4,\"socket_activated\":false}\n"
-        );
     }
 }

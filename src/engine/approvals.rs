@@ -14,7 +14,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::tools::{Effect, Hunk};
-use crate::config::ApprovalMode;
+use crate::protocol::{ApprovalMode, Decision};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Gate {
@@ -125,16 +125,11 @@ fn resolve_existing(path: &Path) -> PathBuf {
 /// Checks an answer to an approval request; the error is the `error` event's message
 /// (the request stays open so the client can retry).
 pub fn validate_answer(
-    decision: &str,
+    decision: Decision,
     always: bool,
     hunks: Option<&[String]>,
     offered: Option<&[Hunk]>,
 ) -> Result<(), String> {
-    if decision != "allow" && decision != "deny" {
-        return Err(format!(
-            "invalid decision {decision:?}: expected \"allow\" or \"deny\""
-        ));
-    }
     let Some(hunks) = hunks else { return Ok(()) };
     if always {
         return Err("hunks cannot be combined with always".to_owned());
@@ -142,7 +137,7 @@ pub fn validate_answer(
     let Some(offered) = offered else {
         return Err("this approval request has no hunks to choose from".to_owned());
     };
-    if decision == "deny" {
+    if decision == Decision::Deny {
         return Err("hunks apply to allow only; deny refuses the whole call".to_owned());
     }
     if hunks.is_empty() {
@@ -233,14 +228,15 @@ mod tests {
             header: "@@ -1 +1 @@".into(),
             lines: vec![],
         }];
-        assert!(validate_answer("allow", false, None, None).is_ok());
-        assert!(validate_answer("maybe", false, None, None).is_err());
+        let allow = Decision::Allow;
+        assert!(validate_answer(allow, false, None, None).is_ok());
         let ids = vec!["f0h0".to_owned()];
-        assert!(validate_answer("allow", false, Some(&ids), Some(&hunks)).is_ok());
-        assert!(validate_answer("allow", true, Some(&ids), Some(&hunks)).is_err());
-        assert!(validate_answer("allow", false, Some(&ids), None).is_err());
+        assert!(validate_answer(allow, false, Some(&ids), Some(&hunks)).is_ok());
+        assert!(validate_answer(allow, true, Some(&ids), Some(&hunks)).is_err());
+        assert!(validate_answer(allow, false, Some(&ids), None).is_err());
+        assert!(validate_answer(Decision::Deny, false, Some(&ids), Some(&hunks)).is_err());
         let bad = vec!["f9h9".to_owned()];
-        let err = validate_answer("allow", false, Some(&bad), Some(&hunks)).unwrap_err();
+        let err = validate_answer(allow, false, Some(&bad), Some(&hunks)).unwrap_err();
         assert!(err.contains("f9h9") && err.contains("f0h0"), "{err}");
     }
 }

@@ -14,13 +14,15 @@ use tokio::sync::oneshot;
 
 use super::approvals::{Gate, gate};
 use super::deferred::{self, ActionState, DeferredAction};
-use super::history::TranscriptItem;
 use super::model::ToolCall;
 use super::plan::{PROPOSE_PLAN, new_plan_id};
-use super::shared::{Decision, PendingApproval};
+use super::shared::{Answer, PendingApproval};
 use super::tools::{Assessment, Tool, ToolContext, ToolOutput};
 use super::turn::TurnContext;
-use crate::protocol::Event;
+use crate::protocol::{Event, PlanStatus, Resolution, TranscriptItem};
+
+/// What the model reads for a call the user's interrupt stopped.
+const INTERRUPTED: &str = "interrupted by the user";
 
 /// How often a running tool's output is shown (`tool_update`).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
@@ -58,13 +60,12 @@ impl TurnContext {
                 outcome = self.call(call) => Some(outcome),
             };
             let Some(outcome) = outcome else {
+                self.close_interrupted(call).await;
                 self.emitter.change(|shared| {
-                    for call in &calls[done..] {
-                        shared.history.push_tool_result(
-                            call,
-                            "interrupted by the user".into(),
-                            true,
-                        );
+                    for call in &calls[done + 1..] {
+                        shared
+                            .history
+                            .push_tool_result(call, INTERRUPTED.into(), true);
                     }
                 });
                 return CallsOutcome::Interrupted;
@@ -89,6 +90,38 @@ impl TurnContext {
         } else {
             CallsOutcome::Continue
         }
+    }
+
+    /// The interrupt stopped `call` after its `tool_start`: its approval request (if it
+    /// was waiting for one) and its tool card are closed, in that order, and the model
+    /// reads that it was interrupted.
+    async fn close_interrupted(&self, call: &ToolCall) {
+        self.emitter
+            .emit_with(|shared| {
+                let resolved =
+                    shared
+                        .take_approval(&call.id)
+                        .map(|pending| Event::ApprovalResolved {
+                            call_id: pending.call_id,
+                            decision: Resolution::Interrupted,
+                        });
+                (resolved, ())
+            })
+            .await;
+        self.emitter
+            .emit_with(|shared| {
+                shared
+                    .history
+                    .push_tool_result(call, INTERRUPTED.into(), true);
+                let event = Event::ToolOutput {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    output: INTERRUPTED.into(),
+                    is_error: true,
+                };
+                (Some(event), ())
+            })
+            .await;
     }
 
     /// One call, from arguments to result, through the approval policy.
@@ -163,10 +196,10 @@ impl TurnContext {
             .emitter
             .emit_with(|shared| {
                 if shared.allowlist.contains(&call.name) {
-                    return (None, Some(Decision::Allow { hunks: None }));
+                    return (None, Some(Answer::Allow { hunks: None }));
                 }
                 if !shared.attended {
-                    return (None, Some(Decision::Defer));
+                    return (None, Some(Answer::Defer));
                 }
                 shared.approvals.push(PendingApproval {
                     call_id: call.id.clone(),
@@ -181,12 +214,12 @@ impl TurnContext {
         // A dropped answer means the request was cleared (interrupt): deny.
         let decision = match asked {
             Some(decision) => decision,
-            None => answered.await.unwrap_or(Decision::Deny),
+            None => answered.await.unwrap_or(Answer::Deny),
         };
         match decision {
-            Decision::Allow { hunks } => Verdict::Run { hunks },
-            Decision::Deny => Verdict::Denied,
-            Decision::Defer => self.defer(call, args, &assessment).await,
+            Answer::Allow { hunks } => Verdict::Run { hunks },
+            Answer::Deny => Verdict::Denied,
+            Answer::Defer => self.defer(call, args, &assessment).await,
         }
     }
 
@@ -203,7 +236,7 @@ impl TurnContext {
         let known = self
             .emitter
             .emit_with(|shared| {
-                if let Some(action) = shared.deferred.by_digest(&digest) {
+                if let Some(action) = shared.deferred.same_call(&call.name, args, &self.cwd) {
                     return (None, (action.id.clone(), action.state.clone()));
                 }
                 let id = deferred::new_action_id(created_at);
@@ -302,13 +335,13 @@ impl TurnContext {
                     id: id.clone(),
                     title: title.clone(),
                     content: markdown.clone(),
-                    status: "pending".into(),
+                    status: PlanStatus::Pending,
                 });
                 let event = Event::ProposedPlan {
                     id,
                     title,
                     markdown,
-                    status: "pending".into(),
+                    status: PlanStatus::Pending,
                 };
                 (Some(event), ())
             })

@@ -1,53 +1,64 @@
 //! Slash commands, as the `command` op carries them.
 //!
-//! The table below is the single source for both parsing and the `command_list` event,
-//! so a command can never be advertised without being handled or the other way round.
+//! [`CommandName`] is the one definition: its variants are the commands, `strum`
+//! derives their names and the list, and the exhaustive matches in
+//! [`CommandName::usage`] and [`parse`] make the compiler refuse a command that is
+//! advertised but not handled, or handled but not advertised.
 
-use crate::protocol::CommandInfo;
+use std::str::FromStr;
 
-struct Spec {
-    name: &'static str,
-    args: &'static str,
-    description: &'static str,
+use strum::IntoEnumIterator;
+
+use crate::protocol::{CommandInfo, Decision};
+
+/// The built-in slash commands.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter, strum::EnumString, strum::IntoStaticStr,
+)]
+pub enum CommandName {
+    #[strum(serialize = "/help")]
+    Help,
+    #[strum(serialize = "/model")]
+    Model,
+    #[strum(serialize = "/approve")]
+    Approve,
+    #[strum(serialize = "/plan")]
+    Plan,
+    #[strum(serialize = "/transcript")]
+    Transcript,
+    #[strum(serialize = "/quit")]
+    Quit,
+    #[strum(serialize = "/exit")]
+    Exit,
 }
 
-const COMMANDS: &[Spec] = &[
-    Spec {
-        name: "/help",
-        args: "",
-        description: "List the available commands",
-    },
-    Spec {
-        name: "/model",
-        args: "[provider/model] [effort]",
-        description: "Show the model picker, or switch model and reasoning effort",
-    },
-    Spec {
-        name: "/approve",
-        args: "<call_id> <allow|deny> [always | <hunk_id>...]",
-        description: "Answer an approval request (same as the approve op)",
-    },
-    Spec {
-        name: "/plan",
-        args: "<id> approve [mode] [notes] | <id> revise <feedback>",
-        description: "Approve a proposed plan, or ask for a revision",
-    },
-    Spec {
-        name: "/transcript",
-        args: "",
-        description: "Show the conversation so far (a transcript event)",
-    },
-    Spec {
-        name: "/quit",
-        args: "",
-        description: "End the session",
-    },
-    Spec {
-        name: "/exit",
-        args: "",
-        description: "End the session (same as /quit)",
-    },
-];
+impl CommandName {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// `(arguments, description)` as `command_list` and `/help` show them.
+    fn usage(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Help => ("", "List the available commands"),
+            Self::Model => (
+                "[provider/model] [effort]",
+                "Show the model picker, or switch model and reasoning effort",
+            ),
+            Self::Approve => (
+                "<call_id> <allow|deny> [always | <hunk_id>...]",
+                "Answer an approval request (same as the approve op)",
+            ),
+            Self::Plan => (
+                "<id> approve [mode] [notes] | <id> revise <feedback>",
+                "Approve a proposed plan, or ask for a revision",
+            ),
+            Self::Transcript => ("", "Show the conversation so far (a transcript event)"),
+            Self::Quit => ("", "End the session"),
+            Self::Exit => ("", "End the session (same as /quit)"),
+        }
+    }
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command<'a> {
@@ -61,7 +72,7 @@ pub enum Command<'a> {
     Transcript,
     Approve {
         call_id: &'a str,
-        decision: &'a str,
+        decision: Decision,
         always: bool,
         hunks: Option<Vec<String>>,
     },
@@ -71,26 +82,29 @@ pub enum Command<'a> {
 }
 
 pub fn command_list() -> Vec<CommandInfo> {
-    COMMANDS
-        .iter()
-        .map(|spec| CommandInfo {
-            command: spec.name.to_owned(),
-            marker: None,
-            args: spec.args.to_owned(),
-            description: spec.description.to_owned(),
+    CommandName::iter()
+        .map(|name| {
+            let (args, description) = name.usage();
+            CommandInfo {
+                command: name.as_str().to_owned(),
+                marker: None,
+                args: args.to_owned(),
+                description: description.to_owned(),
+            }
         })
         .collect()
 }
 
 pub fn help_text() -> String {
     let mut text = String::from("Commands:");
-    for spec in COMMANDS {
-        let usage = if spec.args.is_empty() {
-            spec.name.to_owned()
+    for name in CommandName::iter() {
+        let (args, description) = name.usage();
+        let usage = if args.is_empty() {
+            name.as_str().to_owned()
         } else {
-            format!("{} {}", spec.name, spec.args)
+            format!("{} {args}", name.as_str())
         };
-        text.push_str(&format!("\n  {usage:<34} {}", spec.description));
+        text.push_str(&format!("\n  {usage:<34} {description}"));
     }
     text
 }
@@ -113,12 +127,20 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
             Err(format!("{name} takes no arguments"))
         }
     };
-    match name {
-        "/help" => no_args(Command::Help),
-        "/quit" | "/exit" => no_args(Command::Quit),
-        "/transcript" => no_args(Command::Transcript),
-        "/approve" => match args.as_slice() {
+    let Ok(command) = CommandName::from_str(name) else {
+        return Err(format!("unknown command: {name} (try /help)"));
+    };
+    match command {
+        CommandName::Help => no_args(Command::Help),
+        CommandName::Quit | CommandName::Exit => no_args(Command::Quit),
+        CommandName::Transcript => no_args(Command::Transcript),
+        CommandName::Approve => match args.as_slice() {
             [call_id, decision, rest @ ..] => {
+                let Some(decision) = Decision::parse(decision) else {
+                    return Err(format!(
+                        "invalid decision {decision:?}: expected \"allow\" or \"deny\""
+                    ));
+                };
                 let always = rest == ["always"];
                 let hunks = (!always && !rest.is_empty())
                     .then(|| rest.iter().map(|id| (*id).to_owned()).collect());
@@ -129,12 +151,15 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
                     hunks,
                 })
             }
-            _ => Err("usage: /approve <call_id> <allow|deny> [always | <hunk_id>...]".to_owned()),
+            _ => Err(format!(
+                "usage: /approve {}",
+                CommandName::Approve.usage().0
+            )),
         },
-        "/plan" => Ok(Command::Plan(
-            input.strip_prefix("/plan").unwrap_or_default().trim(),
+        CommandName::Plan => Ok(Command::Plan(
+            input.strip_prefix(name).unwrap_or_default().trim(),
         )),
-        "/model" => match args.as_slice() {
+        CommandName::Model => match args.as_slice() {
             [] => Ok(Command::ModelView),
             [model] => Ok(Command::SwitchModel {
                 name: model,
@@ -144,15 +169,24 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
                 name: model,
                 effort: Some(effort),
             }),
-            _ => Err("usage: /model [provider/model] [effort]".to_owned()),
+            _ => Err(format!("usage: /model {}", CommandName::Model.usage().0)),
         },
-        other => Err(format!("unknown command: {other} (try /help)")),
     }
 }
 
 /// True for the inputs that end a client's session: `/quit` and `/exit`.
 pub fn is_quit(input: &str) -> bool {
     matches!(parse(input), Ok(Command::Quit))
+}
+
+/// True for the ops that end a client's session: `shutdown`, and `command` with
+/// `/quit` or `/exit`. The daemon (through its host) and the shim both ask this.
+pub fn ends_session(op: &crate::protocol::Op) -> bool {
+    match op {
+        crate::protocol::Op::Shutdown => true,
+        crate::protocol::Op::Command { input } => is_quit(input),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -175,7 +209,7 @@ mod tests {
             parse("/approve call_1 allow f0h0 f0h2"),
             Ok(Command::Approve {
                 call_id: "call_1",
-                decision: "allow",
+                decision: Decision::Allow,
                 always: false,
                 hunks: Some(vec!["f0h0".into(), "f0h2".into()])
             })
@@ -184,7 +218,7 @@ mod tests {
             parse("/approve call_1 allow always"),
             Ok(Command::Approve {
                 call_id: "call_1",
-                decision: "allow",
+                decision: Decision::Allow,
                 always: true,
                 hunks: None
             })
@@ -199,6 +233,10 @@ mod tests {
             "unknown command: /nope (try /help)"
         );
         assert!(parse("hello").unwrap_err().starts_with("not a command"));
+        assert_eq!(
+            parse("/approve c maybe").unwrap_err(),
+            "invalid decision \"maybe\": expected \"allow\" or \"deny\""
+        );
     }
 
     #[test]

@@ -37,15 +37,18 @@ pub struct DeferredActions {
 }
 
 impl DeferredActions {
-    pub fn by_digest(&self, digest: &str) -> Option<&DeferredAction> {
-        self.actions
-            .iter()
-            .rev()
-            .find(|action| action.digest == digest)
-    }
-
-    pub fn get(&self, id: &str) -> Option<&DeferredAction> {
-        self.actions.iter().find(|action| action.id == id)
+    /// The latest action for the same call: same tool, same arguments (object keys in
+    /// any order) and same working directory. Compared in full, never by `digest`: two
+    /// different calls must never share a decision, however unlikely a collision.
+    pub fn same_call(
+        &self,
+        name: &str,
+        arguments: &serde_json::Value,
+        cwd: &Path,
+    ) -> Option<&DeferredAction> {
+        self.actions.iter().rev().find(|action| {
+            action.name == name && action.cwd == cwd && action.arguments == *arguments
+        })
     }
 
     pub fn get_mut(&mut self, id: &str) -> Option<&mut DeferredAction> {
@@ -57,7 +60,9 @@ impl DeferredActions {
     }
 }
 
-/// Identifies "the same call": tool, canonical arguments (object keys sorted) and cwd.
+/// A short fingerprint of the call (tool, canonical arguments with object keys sorted,
+/// cwd) for the `action_deferred` event, so a front-end can group identical calls.
+/// Only a label: the engine matches calls with [`DeferredActions::same_call`].
 pub fn digest(name: &str, arguments: &serde_json::Value, cwd: &Path) -> String {
     // serde_json's map is ordered by key, so `to_string` is canonical.
     let canonical = format!("{name}\0{arguments}\0{}", cwd.display());
@@ -104,6 +109,41 @@ mod tests {
         assert_ne!(a, c);
         assert_ne!(a, d);
         assert_eq!(a.len(), 16);
+    }
+
+    #[test]
+    fn the_same_call_is_matched_in_full() {
+        let mut actions = DeferredActions::default();
+        let arguments = json!({"command": "make", "timeout_ms": 5});
+        actions.insert(DeferredAction {
+            id: "act-1".into(),
+            call_id: "c1".into(),
+            name: "bash".into(),
+            arguments: arguments.clone(),
+            summary: "make".into(),
+            cwd: PathBuf::from("/p"),
+            digest: "anything".into(),
+            created_at: 0,
+            state: ActionState::Open,
+        });
+        let reordered = json!({"timeout_ms": 5, "command": "make"});
+        let found = actions.same_call("bash", &reordered, Path::new("/p"));
+        assert_eq!(found.map(|a| a.id.as_str()), Some("act-1"));
+        assert!(
+            actions
+                .same_call("bash", &json!({"command": "make"}), Path::new("/p"))
+                .is_none()
+        );
+        assert!(
+            actions
+                .same_call("bash", &arguments, Path::new("/q"))
+                .is_none()
+        );
+        assert!(
+            actions
+                .same_call("write_file", &arguments, Path::new("/p"))
+                .is_none()
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::mpsc;
 
 use super::shared::Shared;
-use crate::protocol::{Event, EventEncoder, EventLine};
+use crate::protocol::{ClientId, Event, EventEncoder, EventLine, SessionStatus};
 
 /// Capacity of a session's outbound queue. Large enough to absorb a burst of deltas
 /// while the writer is in a syscall, small enough to bound memory at a few hundred KiB.
@@ -29,6 +29,8 @@ pub const EVENT_QUEUE: usize = 1024;
 pub enum Outbound {
     /// An event line for every client of the session.
     Line(EventLine),
+    /// An event line for one client only: the answer to its op (an error, a view).
+    Reply { client: ClientId, line: EventLine },
     /// The answer to [`super::Input::Snapshot`]: the lines a client attaching at this
     /// exact point needs, for that client only.
     Snapshot { token: u64, lines: Vec<EventLine> },
@@ -57,6 +59,12 @@ impl Emitter {
     pub async fn emit(&self, event: Event) {
         let line = self.encoder.encode(&event);
         let _ = self.tx.send(Outbound::Line(line)).await;
+    }
+
+    /// Sends one event to one client: the answer to the op it sent.
+    pub async fn reply(&self, client: ClientId, event: Event) {
+        let line = self.encoder.encode(&event);
+        let _ = self.tx.send(Outbound::Reply { client, line }).await;
     }
 
     /// Changes the shared state and emits the event that announces the change (if any),
@@ -105,11 +113,10 @@ impl Emitter {
     }
 
     /// Emits a `status` and remembers it as the session's current status.
-    pub async fn status(&self, message: impl Into<String>) {
-        let message = message.into();
+    pub async fn status(&self, status: SessionStatus) {
         self.emit_with(|shared| {
-            shared.status.clone_from(&message);
-            (Some(Event::status(message)), ())
+            shared.status = status.clone();
+            (Some(Event::status(status)), ())
         })
         .await;
     }

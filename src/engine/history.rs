@@ -5,38 +5,13 @@
 //! model sees, tool calls with their names, plans. Appending to both in one place keeps
 //! them from drifting apart.
 
-use serde::Serialize;
-
 use super::model::{Message, ToolCall};
-use crate::protocol::UserMessageEvent;
+use crate::protocol::{PlanStatus, TranscriptItem, UserMessageEvent};
 
 #[derive(Debug, Default)]
 pub struct History {
     pub messages: Vec<Message>,
     pub transcript: Vec<TranscriptItem>,
-}
-
-/// One rendered conversation item, as the `transcript` event carries it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
-pub enum TranscriptItem {
-    User(UserMessageEvent),
-    Assistant {
-        content: String,
-    },
-    Tool {
-        call_id: String,
-        name: String,
-        output: String,
-        is_error: bool,
-    },
-    /// A plan from `propose_plan`, with its latest status.
-    Plan {
-        id: String,
-        title: String,
-        content: String,
-        status: String,
-    },
 }
 
 impl History {
@@ -77,19 +52,19 @@ impl History {
     }
 
     /// The plan with this id: `(title, markdown, status)`.
-    pub fn plan(&self, id: &str) -> Option<(&str, &str, &str)> {
+    pub fn plan(&self, id: &str) -> Option<(&str, &str, PlanStatus)> {
         self.transcript.iter().find_map(|item| match item {
             TranscriptItem::Plan {
                 id: plan_id,
                 title,
                 content,
                 status,
-            } if plan_id == id => Some((title.as_str(), content.as_str(), status.as_str())),
+            } if plan_id == id => Some((title.as_str(), content.as_str(), *status)),
             _ => None,
         })
     }
 
-    pub fn set_plan_status(&mut self, id: &str, new_status: &str) {
+    pub fn set_plan_status(&mut self, id: &str, new_status: PlanStatus) {
         for item in &mut self.transcript {
             if let TranscriptItem::Plan {
                 id: plan_id,
@@ -98,15 +73,8 @@ impl History {
             } = item
                 && plan_id == id
             {
-                *status = new_status.to_owned();
+                *status = new_status;
             }
         }
-    }
-
-    pub fn transcript_json(&self) -> Vec<serde_json::Value> {
-        self.transcript
-            .iter()
-            .filter_map(|item| serde_json::to_value(item).ok())
-            .collect()
     }
 }

@@ -27,7 +27,7 @@ pub use model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
-pub use session::{INPUT_QUEUE, Input, SessionHandle, SessionParams, spawn};
+pub use session::{INPUT_QUEUE, Input, SOLE_CLIENT, SessionHandle, SessionParams, spawn};
 pub use tools::{
     Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, resolve_path,
 };

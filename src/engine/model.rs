@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
-use crate::protocol::TurnUsage;
+use crate::protocol::{ModelState, TurnUsage};
 
 /// One request to the model: the whole conversation so far plus the tools it may call.
 #[derive(Debug, Clone)]
@@ -200,7 +200,7 @@ pub struct ResolvedModel {
     pub client: Arc<dyn ModelClient>,
     pub retry: RetryPolicy,
     /// `model_status.state`: `ready`, or why requests will fail (`missing_api_key`).
-    pub state: String,
+    pub state: ModelState,
     /// Shown once in the startup batch (for example: "this is the offline demo").
     pub notice: Option<String>,
 }

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::deferred::DeferredActions;
 use super::history::History;
 use super::tools::Hunk;
-use crate::config::ApprovalMode;
+use crate::protocol::{ApprovalMode, SessionStatus};
 
 pub struct Shared {
     pub history: History,
@@ -21,7 +21,7 @@ pub struct Shared {
     /// Open approval requests, oldest first.
     pub approvals: Vec<PendingApproval>,
     /// The last `status` message; `streaming` while a turn runs.
-    pub status: String,
+    pub status: SessionStatus,
     /// The session's approval mode (a running turn may use a looser one; see
     /// `super::approvals`).
     pub mode: ApprovalMode,
@@ -29,6 +29,9 @@ pub struct Shared {
     pub allowlist: BTreeSet<String>,
     /// Whether a client is watching; unattended sessions defer instead of asking.
     pub attended: bool,
+    /// The session is unattended only because its last client left (not because a
+    /// client said so): the next client to attach makes it attended again.
+    pub unattended_by_leaving: bool,
     pub deferred: DeferredActions,
 }
 
@@ -38,10 +41,11 @@ impl Shared {
             history: History::default(),
             streaming: None,
             approvals: Vec::new(),
-            status: "ready".to_owned(),
+            status: SessionStatus::Ready,
             mode,
             allowlist: BTreeSet::new(),
             attended: true,
+            unattended_by_leaving: false,
             deferred: DeferredActions::default(),
         }
     }
@@ -63,12 +67,12 @@ pub struct PendingApproval {
     pub summary: String,
     pub hunks: Option<Vec<Hunk>>,
     /// Where the answer goes: the turn waiting on this call.
-    pub answer: oneshot::Sender<Decision>,
+    pub answer: oneshot::Sender<Answer>,
 }
 
-/// The answer to an approval request.
+/// What the turn waiting on an approval request is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub enum Answer {
     /// Run the call; with `hunks`, apply only those.
     Allow {
         hunks: Option<Vec<String>>,

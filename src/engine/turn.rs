@@ -29,8 +29,7 @@ use super::model::{
 };
 use super::plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
 use super::tools::ToolRegistry;
-use crate::config::ApprovalMode;
-use crate::protocol::{Event, TurnUsage, UserInput};
+use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput};
 
 /// Retry delays never exceed this, whatever `retry-after` says: a front-end would show
 /// a frozen turn otherwise.
@@ -147,7 +146,8 @@ impl TurnContext {
         }
     }
 
-    /// Records and echoes one user message. False when interrupted meanwhile.
+    /// Records and echoes one user message, then says the turn streams (again, after a
+    /// steered message was read). False when interrupted meanwhile.
     async fn accept(&self, input: UserInput) -> bool {
         let prepared = tokio::select! {
             biased;
@@ -165,6 +165,7 @@ impl TurnContext {
                 (Some(Event::UserMessage(prepared.shown)), ())
             })
             .await;
+        self.emitter.status(SessionStatus::Streaming).await;
         true
     }
 
@@ -214,7 +215,12 @@ impl TurnContext {
             };
             attempt += 1;
             tracing::info!(attempt, error = %err.message, "retrying model request");
-            self.emitter.emit(Event::Retrying { attempt }).await;
+            self.emitter
+                .emit(Event::Retrying {
+                    attempt,
+                    message: err.message.clone(),
+                })
+                .await;
             let backoff = policy.base_delay.saturating_mul(1 << (attempt - 1).min(16));
             let delay = retry_after.unwrap_or(backoff).min(MAX_RETRY_DELAY);
             tokio::select! {

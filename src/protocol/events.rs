@@ -1,31 +1,47 @@
 //! Engine → client events. Field names and order follow serve protocol v2 exactly; the
 //! `session` field every event carries is appended by [`super::EventEncoder`], not stored
 //! here, so an event value never needs to know which session it belongs to.
+//!
+//! Some events are declared before the engine emits them (trust, compaction, goals,
+//! branches, subagents): the schema describes the whole protocol, and the issues that
+//! add those features fill them in rather than inventing shapes of their own.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::values::{ApprovalMode, Decision, ModelState, PlanStatus, Resolution, SessionStatus};
 
 /// One event of serve protocol v2.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
+    /// First event of a session; identifies it.
     Startup {
         version: String,
         session_id: String,
         profile_dir: String,
         config_path: String,
         cwd: String,
+        /// `provider/model`.
         model: String,
         context_window: u64,
     },
+    /// The current model selection; emitted again only when it changes.
     ModelStatus(ModelStatus),
+    /// The available slash commands.
     CommandList {
         commands: Vec<CommandInfo>,
     },
     ApprovalMode {
-        mode: String,
+        mode: ApprovalMode,
     },
     McpServers {
-        servers: Vec<serde_json::Value>,
+        servers: Vec<McpServerView>,
+    },
+    /// The project has local resources and no stored trust decision.
+    TrustPrompt {
+        cwd: String,
+        repo_root: String,
     },
     Info {
         message: String,
@@ -34,14 +50,23 @@ pub enum Event {
         message: String,
     },
     Status {
-        message: String,
+        message: SessionStatus,
     },
+    /// A user message was accepted and started (or was read by the running turn).
     UserMessage(UserMessageEvent),
+    /// The queue after it changed: the queued messages' text, oldest first.
     PendingMessages {
         messages: Vec<String>,
     },
+    /// The answer to `unqueue`: the message taken out, for the client to edit again.
     Unqueued(UnqueuedEvent),
+    /// The front-end should pre-fill its input box with this.
+    FillInput {
+        content: String,
+    },
+    /// A model request is starting.
     Connecting,
+    /// The model accepted the request; its first token is on the way.
     ThinkingStart,
     ReasoningDelta {
         delta: String,
@@ -50,41 +75,94 @@ pub enum Event {
     AssistantDelta {
         delta: String,
     },
+    /// The request is retried after a transient failure, for this reason.
     Retrying {
         attempt: u32,
+        message: String,
     },
     ToolStart {
         call_id: String,
         name: String,
     },
+    /// Output the call produced since its previous update.
     ToolUpdate {
         call_id: String,
         name: String,
         output: String,
     },
+    /// The call finished; every `tool_start` gets exactly one.
     ToolOutput {
         call_id: String,
         name: String,
         output: String,
         is_error: bool,
     },
+    /// Real API usage of the completed turn.
     Usage(TurnUsage),
+    /// Tokenizer-counted size of the next request; `cost` is cumulative USD.
     ContextUsage {
         tokens: u64,
         tokenizer: String,
         cost: f64,
     },
+    CompactionStart,
+    CompactionProgress {
+        output_tokens: u64,
+    },
+    CompactionEnd,
+    CompactionFailed {
+        error: String,
+    },
+    /// Model picker data (`/model`).
     ModelView {
         models: Vec<ModelViewEntry>,
         active_effort: Option<String>,
     },
+    /// The session's branch tree (`/tree`).
+    TreeView {
+        nodes: Vec<TreeNode>,
+    },
+    /// Session picker data (`/resume`).
+    ResumeView {
+        items: Vec<ResumeItem>,
+    },
+    CheckpointView {
+        items: Vec<CheckpointItem>,
+    },
+    /// Every subagent of the session, oldest first.
     AgentRuns {
         workflows: Vec<serde_json::Value>,
-        agents: Vec<serde_json::Value>,
+        agents: Vec<AgentRun>,
     },
+    SubagentLifecycle {
+        path: String,
+        status: String,
+        message: String,
+        label: String,
+        model: String,
+        tool_use_id: Option<String>,
+    },
+    /// One agent's work, or `error` (and no `items`) for an unknown id.
+    SubagentTranscript {
+        agent_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        items: Option<Vec<SubagentItem>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The session's goal; `null` clears it.
+    Goal {
+        goal: Option<Goal>,
+    },
+    /// The goal's step list.
+    Plan {
+        plan: Vec<PlanStep>,
+    },
+    /// The rendered conversation (`/transcript`, and for clients attaching).
     Transcript {
-        items: Vec<serde_json::Value>,
+        items: Vec<TranscriptItem>,
     },
+    /// A gated tool call waits for an `approve` op.
     ApprovalRequest {
         call_id: String,
         name: String,
@@ -92,15 +170,17 @@ pub enum Event {
         subagent_id: Option<String>,
         hunks: Option<Vec<Hunk>>,
     },
-    /// jucode addition: an approval request was answered (or turned into a deferred
-    /// action), so every client can close its dialog.
+    /// jucode addition: an approval request was closed (answered, interrupted, or
+    /// turned into a deferred action), so every client can close its dialog. Every
+    /// `approval_request` gets exactly one.
     ApprovalResolved {
         call_id: String,
-        decision: String,
+        decision: Resolution,
     },
     Attended {
         attended: bool,
     },
+    /// An unattended session recorded a gated call instead of asking.
     ActionDeferred {
         id: String,
         session_id: String,
@@ -111,24 +191,28 @@ pub enum Event {
         summary: String,
         subagent_id: Option<String>,
         digest: String,
+        /// Epoch milliseconds.
         created_at: u64,
     },
+    /// A deferred action was decided; `output` is the tool's result when it ran.
     ActionDecided {
         id: String,
-        decision: String,
+        decision: Decision,
         output: Option<String>,
         is_error: bool,
     },
+    /// Plan mode: the plan while the model writes it. Not replayed.
     PlanDraft {
         id: String,
         title: String,
+        /// Markdown added since the previous draft of this id.
         append: String,
     },
     ProposedPlan {
         id: String,
         title: String,
         markdown: String,
-        status: String,
+        status: PlanStatus,
     },
 }
 
@@ -145,15 +229,13 @@ impl Event {
         }
     }
 
-    pub fn status(message: impl Into<String>) -> Self {
-        Event::Status {
-            message: message.into(),
-        }
+    pub fn status(message: SessionStatus) -> Self {
+        Event::Status { message }
     }
 }
 
 /// One hunk of a proposed edit, for partial approval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Hunk {
     /// Stable for the same file content and arguments, e.g. `f0h1`.
     pub id: String,
@@ -164,49 +246,51 @@ pub struct Hunk {
     pub lines: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelStatus {
     pub provider: String,
     pub model: String,
     pub reasoning_effort: Option<String>,
     pub context_window: u64,
+    /// The share of the window the conversation may fill before it is compacted.
     pub context_limit: u64,
     pub max_output_tokens: u64,
     pub reasoning_efforts: Vec<String>,
-    pub state: String,
+    pub state: ModelState,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CommandInfo {
     pub command: String,
+    /// Where the command comes from; `null` for built-in commands.
     pub marker: Option<String>,
     pub args: String,
     pub description: String,
 }
 
-/// The echo of a user message (`user_message`) or of a message taken back out of the
-/// queue (`unqueued`). Attachments appear only when the message had some, so the common
-/// text-only line stays `{"type":"user_message","content":"..."}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The echo of a user message (`user_message`). Attachments appear only when the
+/// message had some, so the common text-only line stays
+/// `{"type":"user_message","content":"..."}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct UserMessageEvent {
     pub content: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
 }
 
 /// `unqueued` always carries `images` (possibly empty) and carries `files` only when the
 /// message had some, as the spec words it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UnqueuedEvent {
     pub content: String,
     pub images: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnUsage {
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
@@ -223,11 +307,180 @@ impl TurnUsage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelViewEntry {
     pub model: String,
     pub active: bool,
     pub context_window: u64,
     pub max_output_tokens: u64,
     pub reasoning_efforts: Vec<String>,
+}
+
+/// One MCP server in the `mcp_servers` view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct McpServerView {
+    pub name: String,
+    pub transport: McpTransport,
+    pub state: McpState,
+    /// The names of the tools it offers (as the model sees them).
+    pub tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTransport {
+    Stdio,
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum McpState {
+    Connecting,
+    Connected,
+    Failed,
+    Disabled,
+}
+
+/// One item of the rendered conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum TranscriptItem {
+    User(UserMessageEvent),
+    Assistant {
+        content: String,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+    },
+    /// A plan from `propose_plan`, with its latest status.
+    Plan {
+        id: String,
+        title: String,
+        content: String,
+        status: PlanStatus,
+    },
+    /// Where the conversation continues on another branch.
+    Branch {
+        label: String,
+    },
+}
+
+/// One item of a subagent's transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum SubagentItem {
+    /// The task first, then messages the parent sent.
+    User {
+        content: String,
+    },
+    Assistant {
+        content: String,
+    },
+    Reasoning {
+        content: String,
+    },
+    Tool {
+        call_id: String,
+        name: String,
+        input: String,
+        output: String,
+        running: bool,
+        is_error: bool,
+    },
+}
+
+/// One subagent in `agent_runs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentRun {
+    /// Its path, `/root/<task_name>`.
+    pub id: String,
+    pub label: String,
+    pub model: String,
+    pub effort: Option<String>,
+    pub state: AgentState,
+    /// Epoch milliseconds.
+    pub started_at: u64,
+    pub duration_ms: u64,
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub prompt: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: AgentKind,
+    /// The parent's `spawn_agent` call.
+    pub tool_use_id: Option<String>,
+    /// Its latest action in a few words.
+    pub activity: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    Pending,
+    Running,
+    Completed,
+    Errored,
+    Interrupted,
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    Subagent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Goal {
+    pub objective: String,
+    pub status: String,
+    pub token_budget: Option<u64>,
+    pub tokens_used: u64,
+    pub time_used_seconds: u64,
+    /// Epoch milliseconds.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanStep {
+    pub step: String,
+    pub status: StepStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TreeNode {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub label: String,
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ResumeItem {
+    pub id: String,
+    pub label: String,
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckpointItem {
+    pub id: String,
+    pub label: String,
+    pub detail: String,
 }

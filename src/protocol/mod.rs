@@ -9,32 +9,59 @@
 
 mod events;
 mod ops;
+pub mod schema;
+mod values;
 
 pub use events::{
-    CommandInfo, Event, Hunk, ModelStatus, ModelViewEntry, TurnUsage, UnqueuedEvent,
-    UserMessageEvent,
+    AgentKind, AgentRun, AgentState, CheckpointItem, CommandInfo, Event, Goal, Hunk, McpServerView,
+    McpState, McpTransport, ModelStatus, ModelViewEntry, PlanStep, ResumeItem, StepStatus,
+    SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
 };
+pub use jucode_daemon::ClientId;
 pub use jucode_daemon::framing::{Frame, LineCodec, MAX_LINE_BYTES};
-pub use ops::{ApproveOp, ApprovePlanOp, OP_NAMES, Op, UserInput, parse_op};
+pub use jucode_daemon::protocol::{
+    CloseReason, DaemonEvent, DaemonOp, DaemonStatus, Hello, OpenOp, PROTOCOL_VERSION, SessionInfo,
+    encode_line,
+};
+pub use ops::{ApproveOp, ApprovePlanOp, McpServerConfig, Op, OpName, UserInput, parse_op};
+pub use values::{
+    ApprovalMode, Decision, ModelState, PlanDecision, PlanStatus, Resolution, SessionStatus,
+};
 
 use bytes::Bytes;
-
-/// The protocol version this build speaks; sent in `hello` and checked by the shim.
-pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The version of this build, as `hello.version` and `startup.version` carry it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Identifies this exact build: a hash of the sources it was built from (see
+/// `build.rs`). Two binaries of one version built from different sources differ, so
+/// the shim never hands a session to a daemon running other code.
+pub const BUILD_ID: &str = env!("JUCODE_BUILD_ID");
+
 /// One encoded event line, `\n`-terminated, shared by every consumer.
 pub type EventLine = Bytes;
 
-/// `{"type":"hello","protocol":2,"version":"..."}`, the first line of every stream.
+/// `{"type":"hello","protocol":2,"version":"..."}`, the first line of `jucode serve`.
 pub fn hello_line() -> EventLine {
-    // Written by hand because serde_json's map sorts keys and `type` must come first.
-    let version = serde_json::Value::from(VERSION);
-    Bytes::from(format!(
-        "{{\"type\":\"hello\",\"protocol\":{PROTOCOL_VERSION},\"version\":{version}}}\n"
-    ))
+    jucode_daemon::protocol::encode_line(&hello(None))
+}
+
+/// The `hello` of the daemon socket: the same, plus this build's id.
+pub fn daemon_hello_line() -> EventLine {
+    jucode_daemon::protocol::encode_line(&hello(Some(BUILD_ID.to_owned())))
+}
+
+/// The `hello` of this build, without `build`.
+pub fn hello_value() -> Hello {
+    hello(None)
+}
+
+fn hello(build: Option<String>) -> Hello {
+    Hello {
+        protocol: PROTOCOL_VERSION,
+        version: VERSION.to_owned(),
+        build,
+    }
 }
 
 /// Serializes events of one session, appending its `"session"` field.
@@ -88,6 +115,11 @@ mod tests {
             b"{\"type\":\"assistant_delta\",\"delta\":\"h\xc3\xa9\\\"llo\\n\",\"session\":\"s-1\"}\n"
         );
         let unit = encoder.encode(&Event::Connecting);
+        let status = encoder.encode(&Event::status(SessionStatus::Queued(2)));
+        assert_eq!(
+            &status[..],
+            b"{\"type\":\"status\",\"message\":\"queued: 2\",\"session\":\"s-1\"}\n"
+        );
         assert_eq!(
             &unit[..],
             b"{\"type\":\"connecting\",\"session\":\"s-1\"}\n"
@@ -100,6 +132,12 @@ mod tests {
         assert_eq!(
             String::from_utf8(line.to_vec()).unwrap(),
             format!("{{\"type\":\"hello\",\"protocol\":2,\"version\":\"{VERSION}\"}}\n")
+        );
+        assert_eq!(
+            String::from_utf8(daemon_hello_line().to_vec()).unwrap(),
+            format!(
+                "{{\"type\":\"hello\",\"protocol\":2,\"version\":\"{VERSION}\",\"build\":\"{BUILD_ID}\"}}\n"
+            )
         );
     }
 

@@ -1,85 +1,117 @@
 //! Client → engine ops, and the parser that turns one input line into an [`Op`] or a
 //! precise error message.
 //!
-//! The parser tries the fast path first (one serde pass straight into [`Op`]); only when
-//! that fails does it look at the line again to say *why*, so well-formed traffic never
-//! pays for diagnostics.
+//! Only a JSON object with a string `op` is an op. serde reads an internally tagged
+//! enum from a JSON array too (`["shutdown"]` would be a shutdown), so the parser looks
+//! at the first byte before serde does. The fast path is then one serde pass straight
+//! into [`Op`]; only when that fails is the line looked at again to say *why*, so
+//! well-formed traffic never pays for diagnostics.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::values::{ApprovalMode, Decision, PlanDecision};
 
 /// One op of serve protocol v2. Unknown fields (notably `session`) are ignored: a
 /// `jucode serve` process hosts exactly one session, and the daemon routes on `session`
 /// before the op reaches an engine.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema, strum::EnumDiscriminants)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[strum_discriminants(
+    name(OpName),
+    derive(Deserialize, Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Op {
+    /// Submits a user turn, or queues it behind the running one.
     UserMessage(UserInput),
+    /// Runs a slash command (`/model`, `/approve`, `/quit`, ...).
     Command {
         input: String,
     },
+    /// Sends a queued message into the running turn.
     Steer {
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         index: Option<i64>,
     },
+    /// Takes a queued message back out of the queue.
     Unqueue {
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         index: Option<i64>,
     },
+    /// Stops the running turn; with `index`, that queued message starts next at once.
     Interrupt {
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         index: Option<i64>,
     },
+    /// Answers an `approval_request`.
     Approve(ApproveOp),
     SetApprovalMode {
-        mode: String,
+        mode: ApprovalMode,
     },
+    /// Asks for the `agent_runs` view.
     AgentRuns,
     SubagentTranscript {
         agent_id: String,
     },
+    /// Answers a `proposed_plan`.
     ApprovePlan(ApprovePlanOp),
+    /// Marks whether a client is watching the session.
     SetAttended {
         attended: bool,
     },
+    /// Decides a deferred action.
     DecideAction {
         action: String,
-        decision: String,
+        decision: Decision,
     },
     McpList,
-    McpSet(serde_json::Map<String, serde_json::Value>),
-    McpRemove(serde_json::Map<String, serde_json::Value>),
-    McpToggle(serde_json::Map<String, serde_json::Value>),
+    /// Adds or replaces an MCP server.
+    McpSet {
+        name: String,
+        #[serde(deserialize_with = "object_only")]
+        server: McpServerConfig,
+    },
+    McpRemove {
+        name: String,
+    },
+    McpToggle {
+        name: String,
+        enabled: bool,
+    },
+    /// Ends the session (in process: the process).
     Shutdown,
 }
 
-/// Every op name [`Op`] knows, to tell "unknown op" from "known op, wrong fields".
-pub const OP_NAMES: &[&str] = &[
-    "user_message",
-    "command",
-    "steer",
-    "unqueue",
-    "interrupt",
-    "approve",
-    "set_approval_mode",
-    "agent_runs",
-    "subagent_transcript",
-    "approve_plan",
-    "set_attended",
-    "decide_action",
-    "mcp_list",
-    "mcp_set",
-    "mcp_remove",
-    "mcp_toggle",
-    "shutdown",
-];
+impl OpName {
+    /// The op name as it appears on the wire.
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    /// The op a wire name names, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+    }
+}
 
 /// A user message as submitted: text plus optional local images and files.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
 pub struct UserInput {
     pub content: String,
+    /// Local image paths, sent to the model as images; `null` means none.
     #[serde(default, deserialize_with = "null_as_empty")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub images: Vec<String>,
+    /// Local files of any type, which the model is told where to find; `null` means none.
     #[serde(default, deserialize_with = "null_as_empty")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub files: Vec<String>,
 }
 
@@ -92,24 +124,51 @@ impl UserInput {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct ApproveOp {
     pub call_id: String,
-    pub decision: String,
+    pub decision: Decision,
+    /// With `allow`: stop asking for this tool for the rest of the session.
     #[serde(default)]
     pub always: bool,
+    /// With `allow`, for requests that offered hunks: apply only these.
     #[serde(default)]
     pub hunks: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct ApprovePlanOp {
     pub id: String,
-    pub decision: String,
+    pub decision: PlanDecision,
+    /// The approval mode to implement the plan in (default `auto-edit`; not `plan`).
     #[serde(default)]
-    pub mode: Option<String>,
+    pub mode: Option<ApprovalMode>,
+    /// Notes for the implementation, or (required for `revise`) what to change.
     #[serde(default)]
     pub feedback: Option<String>,
+}
+
+/// One MCP server, as `[mcp_servers.<name>]` in the config and `mcp_set` carry it: a
+/// `command` to start (stdio) or a `url` (streamable HTTP).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 fn null_as_empty<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
@@ -119,12 +178,32 @@ where
     Ok(Option::<Vec<String>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// A nested struct from a JSON object only (serde would take an array too).
+fn object_only<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let object = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(serde::de::Error::custom)
+}
+
 /// Parses one non-empty input line. The error string is the complete `message` of the
 /// `error` event the client gets.
 pub fn parse_op(line: &[u8]) -> Result<Op, String> {
+    if !jucode_daemon::is_object(line) {
+        return Err(not_an_op(line));
+    }
     match serde_json::from_slice::<Op>(line) {
         Ok(op) => Ok(op),
         Err(fast_err) => Err(diagnose(line, fast_err)),
+    }
+}
+
+fn not_an_op(line: &[u8]) -> String {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+        Ok(_) => "invalid command: expected a JSON object with a string \"op\" field".to_owned(),
+        Err(err) => format!("invalid command: {err}"),
     }
 }
 
@@ -134,25 +213,18 @@ fn diagnose(line: &[u8], fast_err: serde_json::Error) -> String {
         Err(err) => return format!("invalid command: {err}"),
     };
     let Some(object) = value.as_object() else {
-        return "invalid command: expected a JSON object with an \"op\" field".to_owned();
+        return "invalid command: expected a JSON object with a string \"op\" field".to_owned();
     };
     match object.get("op") {
         None => "invalid command: missing \"op\" field".to_owned(),
-        Some(serde_json::Value::String(name)) if OP_NAMES.contains(&name.as_str()) => {
-            format!("invalid {name}: {}", strip_position(&fast_err))
+        Some(serde_json::Value::String(name)) if OpName::parse(name).is_some() => {
+            format!(
+                "invalid {name}: {}",
+                jucode_daemon::strip_position(&fast_err)
+            )
         }
         Some(serde_json::Value::String(name)) => format!("unknown op: {name}"),
         Some(other) => format!("invalid command: \"op\" must be a string, got {other}"),
-    }
-}
-
-/// serde_json appends "at line 1 column 873" to data errors; on a one-line protocol that
-/// position is noise to a front-end developer reading the message.
-fn strip_position(err: &serde_json::Error) -> String {
-    let text = err.to_string();
-    match text.rfind(" at line ") {
-        Some(cut) => text[..cut].to_owned(),
-        None => text,
     }
 }
 
@@ -192,15 +264,34 @@ mod tests {
     }
 
     #[test]
+    fn arrays_and_other_non_objects_are_never_ops() {
+        for line in [
+            &br#"["shutdown"]"#[..],
+            br#"["set_approval_mode","full-access"]"#,
+            br#"  ["user_message","hi"]"#,
+            br#""shutdown""#,
+            b"42",
+            b"null",
+            b"true",
+        ] {
+            assert_eq!(
+                parse_op(line).unwrap_err(),
+                "invalid command: expected a JSON object with a string \"op\" field",
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // Nor are nested objects read from arrays.
+        let err = parse_op(br#"{"op":"mcp_set","name":"fs","server":["npx","srv"]}"#).unwrap_err();
+        assert!(err.starts_with("invalid mcp_set: "), "{err}");
+    }
+
+    #[test]
     fn errors_say_what_is_wrong() {
         assert!(
             parse_op(b"{nope")
                 .unwrap_err()
                 .starts_with("invalid command: ")
-        );
-        assert_eq!(
-            parse_op(b"[1,2]").unwrap_err(),
-            "invalid command: expected a JSON object with an \"op\" field"
         );
         assert_eq!(
             parse_op(br#"{"content":"x"}"#).unwrap_err(),
@@ -211,6 +302,10 @@ mod tests {
             "unknown op: dance"
         );
         assert_eq!(
+            parse_op(br#"{"op":7}"#).unwrap_err(),
+            "invalid command: \"op\" must be a string, got 7"
+        );
+        assert_eq!(
             parse_op(br#"{"op":"user_message"}"#).unwrap_err(),
             "invalid user_message: missing field `content`"
         );
@@ -218,15 +313,24 @@ mod tests {
             parse_op(br#"{"op":"steer","index":"x"}"#).unwrap_err(),
             "invalid steer: invalid type: string \"x\", expected i64"
         );
+        let err = parse_op(br#"{"op":"set_approval_mode","mode":"yolo"}"#).unwrap_err();
+        assert!(
+            err.starts_with("invalid set_approval_mode: unknown variant `yolo`"),
+            "{err}"
+        );
+        let err = parse_op(br#"{"op":"approve","call_id":"c","decision":"maybe"}"#).unwrap_err();
+        assert!(
+            err.starts_with("invalid approve: unknown variant `maybe`"),
+            "{err}"
+        );
     }
 
     #[test]
-    fn every_listed_name_is_a_real_op() {
-        for name in OP_NAMES {
-            let err = parse_op(format!(r#"{{"op":"{name}"}}"#).as_bytes()).err();
-            if let Some(err) = err {
-                assert!(!err.starts_with("unknown op"), "{name}: {err}");
-            }
-        }
+    fn op_names_come_from_the_enum() {
+        assert_eq!(OpName::parse("user_message"), Some(OpName::UserMessage));
+        assert_eq!(OpName::SetApprovalMode.as_str(), "set_approval_mode");
+        assert_eq!(OpName::parse("open"), None);
+        let op = parse_op(br#"{"op":"mcp_toggle","name":"fs","enabled":false}"#).unwrap();
+        assert_eq!(OpName::from(&op), OpName::McpToggle);
     }
 }

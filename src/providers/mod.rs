@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::engine::{ModelCatalog, ModelClient, ModelInfo, ResolvedModel, RetryPolicy};
+use crate::protocol::ModelState;
 
 mod openai;
 mod replay;
@@ -149,7 +150,7 @@ impl Catalog {
     }
 
     /// The client of `provider`, and its `model_status.state`.
-    fn client(&self, name: &str, provider: &Provider) -> (Arc<dyn ModelClient>, &'static str) {
+    fn client(&self, name: &str, provider: &Provider) -> (Arc<dyn ModelClient>, ModelState) {
         let config = &provider.config;
         match config.kind {
             ProviderKind::Replay => {
@@ -158,7 +159,7 @@ impl Catalog {
                     Some(script) => ReplayClient::from_script(self.profile_dir.join(script)),
                     None => ReplayClient::demo(),
                 };
-                (Arc::new(client), "ready")
+                (Arc::new(client), ModelState::Ready)
             }
             ProviderKind::Openai => {
                 let key_env = config.api_key_env.as_deref().filter(|env| !env.is_empty());
@@ -185,9 +186,12 @@ impl Catalog {
                         key_env.unwrap_or(OPENAI_KEY_ENV),
                         self.config_path.display()
                     );
-                    return (Arc::new(client.unusable(message)), "missing_api_key");
+                    return (
+                        Arc::new(client.unusable(message)),
+                        ModelState::MissingApiKey,
+                    );
                 }
-                (Arc::new(client.api_key(key)), "ready")
+                (Arc::new(client.api_key(key)), ModelState::Ready)
             }
         }
     }
@@ -233,7 +237,7 @@ impl ModelCatalog for Catalog {
             info: self.info(provider, model),
             client,
             retry: retry_policy(&provider.config),
-            state: state.to_owned(),
+            state,
             notice: None,
         })
     }
@@ -253,7 +257,7 @@ impl ModelCatalog for Catalog {
             },
             client: Arc::new(ReplayClient::demo()),
             retry: RetryPolicy::default(),
-            state: "ready".to_owned(),
+            state: ModelState::Ready,
             notice: None,
         }
     }

@@ -68,7 +68,7 @@ fn names_split_at_the_first_slash() {
     assert_eq!(model.provider, "openrouter");
     assert_eq!(model.model, "anthropic/claude");
     assert_eq!(model.full_name(), "openrouter/anthropic/claude");
-    assert_eq!(model.state, "ready");
+    assert_eq!(model.state, ModelState::Ready);
 
     let bare = catalog.resolve("qwen", Some("local")).unwrap();
     assert_eq!(bare.full_name(), "local/qwen");
@@ -169,14 +169,14 @@ fn default_model_prefers_config_then_openai_key_then_demo() {
         .default_model()
         .unwrap();
     assert_eq!(keyed.full_name(), "openai/gpt-5.5");
-    assert_eq!(keyed.state, "ready");
+    assert_eq!(keyed.state, ModelState::Ready);
     assert_eq!(keyed.notice, None);
 
     let demo = catalog("", &[("OPENAI_API_KEY", "")])
         .default_model()
         .unwrap();
     assert_eq!(demo.full_name(), "replay/demo");
-    assert_eq!(demo.state, "ready");
+    assert_eq!(demo.state, ModelState::Ready);
     let notice = demo.notice.unwrap();
     for part in [
         "offline replay demo",
@@ -192,7 +192,7 @@ fn default_model_prefers_config_then_openai_key_then_demo() {
 async fn missing_key_fails_at_once() {
     let catalog = catalog(ROUTER, &[]);
     let openai = catalog.resolve("openai/gpt-5.5", None).unwrap();
-    assert_eq!(openai.state, "missing_api_key");
+    assert_eq!(openai.state, ModelState::MissingApiKey);
     assert_eq!(
         first_error(&openai).await,
         ModelError::fatal(format!(
@@ -202,7 +202,7 @@ async fn missing_key_fails_at_once() {
     let router = catalog
         .resolve("openrouter/anthropic/claude", None)
         .unwrap();
-    assert_eq!(router.state, "missing_api_key");
+    assert_eq!(router.state, ModelState::MissingApiKey);
     let err = first_error(&router).await;
     assert_eq!(err.retry, Retry::Never);
     assert!(
@@ -212,7 +212,10 @@ async fn missing_key_fails_at_once() {
     );
 
     // A local server needs no key.
-    assert_eq!(catalog.resolve("local/qwen", None).unwrap().state, "ready");
+    assert_eq!(
+        catalog.resolve("local/qwen", None).unwrap().state,
+        ModelState::Ready
+    );
 }
 
 #[test]
@@ -231,18 +234,22 @@ api_key_env = "UNSET_VAR"
     );
     let openai = catalog.resolve("openai/m", None).unwrap();
     assert_eq!(
-        openai.state, "ready",
+        openai.state,
+        ModelState::Ready,
         "a configured openai provider is not the built-in"
     );
     assert!(openai.info.reasoning_efforts.is_empty());
-    assert_eq!(catalog.resolve("keyed/m", None).unwrap().state, "ready");
+    assert_eq!(
+        catalog.resolve("keyed/m", None).unwrap().state,
+        ModelState::Ready
+    );
 }
 
 #[tokio::test]
 async fn replay_script_is_relative_to_the_profile_and_read_lazily() {
     let catalog = catalog(ROUTER, &[]);
     let model = catalog.resolve("script/anything", None).unwrap();
-    assert_eq!(model.state, "ready", "resolving reads nothing");
+    assert_eq!(model.state, ModelState::Ready, "resolving reads nothing");
     let err = first_error(&model).await;
     assert!(
         err.message.contains("/home/u/.jucode/replies/a.jsonl"),

@@ -5,12 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::config::Profile;
 use crate::host::EngineHost;
-use crate::protocol::VERSION;
+use crate::protocol::{BUILD_ID, DaemonEvent, DaemonOp, DaemonStatus, VERSION, encode_line};
 
 /// Runs the daemon until SIGTERM, SIGINT or a `daemon_stop` op; then stops gracefully.
 pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
@@ -26,6 +25,7 @@ pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
     runtime.block_on(async move {
         let mut options = jucode_daemon::DaemonOptions::new(socket).with_systemd_listener()?;
         options.version = VERSION.to_owned();
+        options.build = BUILD_ID.to_owned();
         if let Some(lines) = limits.max_client_lines {
             options.client_limits.max_lines = lines.max(1);
         }
@@ -72,7 +72,7 @@ pub fn start(socket: &Path) -> Result<u8, String> {
             .await
             .map_err(|err| format!("cannot start the daemon at {}: {err}", socket.display()))?;
         let status = ask_status(stream).await?;
-        println!("{status}");
+        println!("{}", status_json(&status));
         Ok(0)
     })
 }
@@ -91,8 +91,10 @@ pub fn stop(socket: &Path) -> Result<u8, String> {
         };
         let (reader, mut writer) = tokio::io::split(stream);
         let mut reader = BufReader::new(reader);
+        let mut ops = encode_line(&DaemonOp::DaemonStatus).to_vec();
+        ops.extend_from_slice(&encode_line(&DaemonOp::DaemonStop));
         writer
-            .write_all(b"{\"op\":\"daemon_status\"}\n{\"op\":\"daemon_stop\"}\n")
+            .write_all(&ops)
             .await
             .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
         // The daemon closes every connection as its last act.
@@ -103,9 +105,8 @@ pub fn stop(socket: &Path) -> Result<u8, String> {
             .await
             .is_ok_and(|n| n > 0)
         {
-            let value: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
-            if value["type"] == "daemon_status" {
-                socket_activated = value["socket_activated"] == true;
+            if let Ok(DaemonEvent::DaemonStatus(status)) = serde_json::from_slice(&line) {
+                socket_activated = status.socket_activated;
             }
             line.clear();
         }
@@ -130,13 +131,13 @@ pub fn stop(socket: &Path) -> Result<u8, String> {
     })
 }
 
-/// `jucode daemon status`: prints `{pid, version, socket, sessions, clients,
-/// uptime_ms}`; exits 1 when no daemon answers.
+/// `jucode daemon status`: prints `{pid, version, build, socket, sessions, clients,
+/// uptime_ms, socket_activated}`; exits 1 when no daemon answers.
 pub fn status(socket: &Path) -> Result<u8, String> {
     block_on(async {
         match jucode_daemon::connect(socket).await {
             Ok(stream) => {
-                println!("{}", ask_status(stream).await?);
+                println!("{}", status_json(&ask_status(stream).await?));
                 Ok(0)
             }
             Err(err) => {
@@ -147,31 +148,44 @@ pub fn status(socket: &Path) -> Result<u8, String> {
     })
 }
 
-async fn ask_status(stream: jucode_daemon::Stream) -> Result<Value, String> {
+/// The status as printed: the `daemon_status` event without its `type`.
+fn status_json(status: &DaemonStatus) -> String {
+    serde_json::to_string(status).unwrap_or_default()
+}
+
+/// Asks a daemon for its status; every read is bounded, so a daemon that accepts but
+/// never answers is reported instead of hanging the command.
+async fn ask_status(stream: jucode_daemon::Stream) -> Result<DaemonStatus, String> {
     let (reader, mut writer) = tokio::io::split(stream);
     let mut reader = BufReader::new(reader);
     writer
-        .write_all(b"{\"op\":\"daemon_status\"}\n")
+        .write_all(&encode_line(&DaemonOp::DaemonStatus))
         .await
         .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .await
-            .map_err(|err| format!("cannot read from the daemon: {err}"))?;
-        if read == 0 {
-            return Err("the daemon closed the connection".to_owned());
-        }
-        let mut value: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
-        if value["type"] == "daemon_status" {
-            if let Some(object) = value.as_object_mut() {
-                object.remove("type");
+    let wait = super::shim::HELLO_TIMEOUT;
+    let answer = tokio::time::timeout(wait, async {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .await
+                .map_err(|err| format!("cannot read from the daemon: {err}"))?;
+            if read == 0 {
+                return Err("the daemon closed the connection".to_owned());
             }
-            return Ok(value);
+            if let Ok(DaemonEvent::DaemonStatus(status)) = serde_json::from_slice(&line) {
+                return Ok(status);
+            }
         }
-    }
+    })
+    .await;
+    answer.unwrap_or_else(|_| {
+        Err(format!(
+            "the daemon did not answer daemon_status within {} s",
+            wait.as_secs()
+        ))
+    })
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {

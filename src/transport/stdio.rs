@@ -14,7 +14,7 @@ use bytes::BytesMut;
 use tokio::sync::mpsc;
 use tokio_util::codec::Decoder;
 
-use crate::engine::{Input, Outbound};
+use crate::engine::{Input, Outbound, SOLE_CLIENT};
 use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
 
 /// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
@@ -35,13 +35,9 @@ pub fn spawn_writer<W: Write + Send + 'static>(
                 // One client, attached from the first line: snapshots are for late
                 // joiners of daemon sessions and never asked for here.
                 while let Some(item) = lines.blocking_recv() {
-                    if let Outbound::Line(line) = item {
-                        out.write_all(&line)?;
-                    }
+                    write_item(&mut out, item)?;
                     while let Ok(item) = lines.try_recv() {
-                        if let Outbound::Line(line) = item {
-                            out.write_all(&line)?;
-                        }
+                        write_item(&mut out, item)?;
                     }
                     out.flush()?;
                 }
@@ -52,6 +48,14 @@ pub fn spawn_writer<W: Write + Send + 'static>(
             }
         })
         .unwrap_or_else(|err| fatal_thread(err))
+}
+
+/// Lines for everyone and answers to the one client both go to stdout.
+fn write_item(out: &mut impl Write, item: Outbound) -> std::io::Result<()> {
+    match item {
+        Outbound::Line(line) | Outbound::Reply { line, .. } => out.write_all(&line),
+        Outbound::Snapshot { .. } | Outbound::Barrier { .. } => Ok(()),
+    }
 }
 
 /// Starts the stdin reader thread: decodes lines, parses ops and forwards them to the
@@ -96,15 +100,19 @@ fn read_inputs<R: Read>(mut input: R, inputs: &mpsc::Sender<Input>) {
 }
 
 pub fn frame_to_input(frame: Frame) -> Input {
+    let client = SOLE_CLIENT;
     match frame {
         Frame::Line(line) => match parse_op(&line) {
-            Ok(op) => Input::Op(op),
-            Err(message) => Input::Malformed(message),
+            Ok(op) => Input::Op { client, op },
+            Err(message) => Input::Malformed { client, message },
         },
-        Frame::TooLong { limit } => Input::Malformed(format!(
-            "invalid command: line longer than {} MiB was skipped",
-            limit / (1024 * 1024)
-        )),
+        Frame::TooLong { limit } => Input::Malformed {
+            client,
+            message: format!(
+                "invalid command: line longer than {} MiB was skipped",
+                limit / (1024 * 1024)
+            ),
+        },
     }
 }
 
@@ -149,17 +157,34 @@ mod tests {
     #[test]
     fn reader_forwards_ops_and_errors_in_order() {
         let (tx, mut rx) = mpsc::channel(16);
-        let text = "{\"op\":\"shutdown\"}\n\nnot json\n{\"op\":\"agent_runs\"}";
+        let text = "{\"op\":\"shutdown\"}\n\nnot json\n{\"op\":\"agent_runs\"}\n[\"shutdown\"]";
         read_inputs(text.as_bytes(), &tx);
         drop(tx);
         let mut got = Vec::new();
         while let Some(input) = rx.blocking_recv() {
             got.push(input);
         }
-        assert!(matches!(got[0], Input::Op(Op::Shutdown)));
-        assert!(matches!(&got[1], Input::Malformed(m) if m.starts_with("invalid command:")));
-        assert!(matches!(got[2], Input::Op(Op::AgentRuns)));
-        assert_eq!(got.len(), 3);
+        assert!(matches!(
+            got[0],
+            Input::Op {
+                op: Op::Shutdown,
+                ..
+            }
+        ));
+        assert!(
+            matches!(&got[1], Input::Malformed { message, .. } if message.starts_with("invalid command:"))
+        );
+        assert!(matches!(
+            got[2],
+            Input::Op {
+                op: Op::AgentRuns,
+                ..
+            }
+        ));
+        assert!(
+            matches!(&got[3], Input::Malformed { message, .. } if message.starts_with("invalid command: expected a JSON object"))
+        );
+        assert_eq!(got.len(), 4);
     }
 
     #[test]

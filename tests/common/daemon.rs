@@ -98,6 +98,7 @@ impl Raw {
         );
         let value: Value =
             serde_json::from_str(&line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"));
+        super::schema::assert_event(&value);
         self.seen.push(value.clone());
         value
     }

@@ -3,4 +3,5 @@
 
 pub mod daemon;
 pub mod mock;
+pub mod schema;
 pub mod serve;

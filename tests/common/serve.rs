@@ -212,6 +212,7 @@ impl Serve {
             .unwrap_or_else(|| panic!("stdout closed; seen so far: {:#?}", self.seen));
         let value: Value = serde_json::from_str(&line)
             .unwrap_or_else(|err| panic!("stdout line is not JSON ({err}): {line}"));
+        super::schema::assert_event(&value);
         self.seen.push(value.clone());
         value
     }
@@ -227,6 +228,24 @@ impl Serve {
                 return got;
             }
         }
+    }
+
+    /// Reads events until a `status` with this message; returns them all, that one last.
+    pub fn until_status(&mut self, message: &str) -> Vec<Value> {
+        let mut got = Vec::new();
+        loop {
+            let event = self.next();
+            let done = event["type"] == "status" && event["message"] == message;
+            got.push(event);
+            if done {
+                return got;
+            }
+        }
+    }
+
+    /// Reads the rest of a turn: events until `status: ready`.
+    pub fn until_ready(&mut self) -> Vec<Value> {
+        self.until_status("ready")
     }
 
     /// Reads exactly `types.len()` events and checks their types in order.

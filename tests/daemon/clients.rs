@@ -42,7 +42,7 @@ fn transcript_of(mut serve: Serve, home: &Home, ops: &[Value]) -> Vec<Value> {
     for op in ops {
         serve.send(op.clone());
         if op["op"] == "user_message" {
-            events.extend(serve.until("status"));
+            events.extend(serve.until_ready());
         } else {
             events.push(serve.next());
         }
@@ -160,7 +160,7 @@ fn a_late_client_sees_the_conversation_and_the_live_turn() {
     model.push(text_reply(&["second answer"]));
     gate.open();
     for client in [&mut first, &mut second] {
-        let rest = client.until("status");
+        let rest = client.until_ready();
         let delta: String = rest
             .iter()
             .filter(|e| e["type"] == "assistant_delta")
@@ -168,7 +168,7 @@ fn a_late_client_sees_the_conversation_and_the_live_turn() {
             .collect();
         assert_eq!(delta, " on it.");
         assert_eq!(rest.last().unwrap()["message"], "ready");
-        let next = client.until("status");
+        let next = client.until_ready();
         assert_eq!(next.last().unwrap()["message"], "ready");
         assert!(
             next.iter()
@@ -177,7 +177,7 @@ fn a_late_client_sees_the_conversation_and_the_live_turn() {
     }
     model.push(text_reply(&["third"]));
     second.send(json!({"op": "user_message", "content": "from the second client"}));
-    let seen = first.until("status");
+    let seen = first.until_ready();
     assert!(
         seen.iter()
             .any(|e| e["content"] == "from the second client")
@@ -204,7 +204,7 @@ fn the_turn_goes_on_when_its_sender_leaves() {
     let snapshot = later.until("status");
     assert_eq!(snapshot.last().unwrap()["message"], "streaming");
     gate.open();
-    let rest = later.until("status");
+    let rest = later.until_ready();
     assert_eq!(rest.last().unwrap()["message"], "ready");
 }
 
@@ -249,7 +249,7 @@ fn approvals_are_first_come_and_everyone_learns_the_answer() {
             .unwrap()
             .contains("c1")
     );
-    second.until("status");
+    second.until_ready();
     assert!(home.path().join("ok.txt").exists());
 }
 
@@ -322,7 +322,7 @@ fn a_client_that_never_reads_is_cut_off_without_slowing_the_others() {
     stalled.until("status", None);
     // From here the stalled client reads nothing.
     reader.send(json!({"op": "user_message", "content": "stream"}));
-    let events = reader.until("status");
+    let events = reader.until_ready();
     let received = events
         .iter()
         .filter(|e| e["type"] == "assistant_delta")

@@ -43,7 +43,7 @@ fn quitting_ends_the_client_and_the_session_only_when_alone() {
         .to_owned();
     let mut b = Serve::shim(&home).arg("--session").arg(&session).start();
     b.next();
-    b.until("status");
+    b.until_ready();
     a.send(json!({"op": "command", "input": "/quit"}));
     assert_eq!(a.wait().code(), Some(0));
     assert_eq!(
@@ -286,7 +286,7 @@ fn sessions_run_tools_with_the_environment_of_the_client_that_opened_them() {
     let events = serve.until("tool_output");
     let output = events.last().unwrap()["output"].as_str().unwrap();
     assert!(output.contains("token=s3cret"), "{output}");
-    serve.until("status");
+    serve.until_ready();
 }
 
 #[test]

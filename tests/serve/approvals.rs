@@ -54,7 +54,7 @@ fn cell(mode: &str, name: &str, arguments: Value, ran: impl Fn(&Home) -> bool) -
     let last = events.last().unwrap().clone();
     if last["type"] == "approval_request" {
         serve.send(json!({"op": "approve", "call_id": "call_1", "decision": "deny"}));
-        let rest = serve.until("status");
+        let rest = serve.until_ready();
         let output = rest.iter().find(|e| e["type"] == "tool_output").unwrap();
         assert_eq!(output["is_error"], true);
         assert!(
@@ -64,7 +64,7 @@ fn cell(mode: &str, name: &str, arguments: Value, ran: impl Fn(&Home) -> bool) -
         assert!(!ran(&home), "a denied {name} call ran in {mode}");
         return Cell::Ask;
     }
-    serve.until("status");
+    serve.until_ready();
     if last["is_error"] == true && last["output"].as_str().unwrap().contains("plan mode") {
         assert!(!ran(&home), "a refused {name} call ran in {mode}");
         return Cell::Refused;
@@ -170,7 +170,7 @@ fn allow_always_and_the_allowlist() {
     let resolved = serve.expect_one("approval_resolved");
     assert_eq!(resolved["call_id"], "c1");
     assert_eq!(resolved["decision"], "allow");
-    let rest = serve.until("status");
+    let rest = serve.until_ready();
     // The second bash call ran without asking.
     assert!(!types(&rest).contains(&"approval_request"), "{rest:#?}");
     assert_eq!(
@@ -235,7 +235,7 @@ fn answers_are_validated_and_leave_the_request_open() {
         second["message"].as_str().unwrap().contains("c2"),
         "{second}"
     );
-    serve.until("status");
+    serve.until_ready();
     assert_eq!(
         std::fs::read_to_string(home.path().join("f.txt")).unwrap(),
         "a\nB\nc\n"
@@ -264,7 +264,7 @@ fn partial_hunks_apply_exactly_the_approved_change() {
     let second = hunks[1]["id"].as_str().unwrap().to_owned();
     assert!(hunks[1]["lines"].to_string().contains("+line thirty-five"));
     serve.send(json!({"op": "approve", "call_id": "c1", "decision": "allow", "hunks": [second]}));
-    serve.until("status");
+    serve.until_ready();
     let expected = original.replace("line 35\n", "line thirty-five\n");
     assert_eq!(
         std::fs::read(home.path().join("big.txt")).unwrap(),
@@ -280,7 +280,16 @@ fn interrupt_clears_pending_approvals() {
     serve.send(json!({"op": "user_message", "content": "go"}));
     serve.until("approval_request");
     serve.send(json!({"op": "interrupt"}));
-    serve.expect(&["info", "status"]);
+    // The request and the tool card are closed before `info` and `status`, and
+    // nothing of the turn follows those two.
+    let events = serve.expect(&["approval_resolved", "tool_output", "info", "status"]);
+    assert_eq!(events[0]["call_id"], "c1");
+    assert_eq!(events[0]["decision"], "interrupted");
+    assert_eq!(events[1]["call_id"], "c1");
+    assert_eq!(events[1]["is_error"], true);
+    assert_eq!(events[1]["output"], "interrupted by the user");
+    assert_eq!(events[2]["message"], "request interrupted");
+    assert_eq!(events[3]["message"], "interrupted");
     serve.send(json!({"op": "approve", "call_id": "c1", "decision": "allow"}));
     serve.expect_one("error");
     assert!(!home.path().join("never.txt").exists());
@@ -297,7 +306,7 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     serve.send(json!({"op": "set_attended", "attended": false}));
     assert_eq!(serve.expect_one("attended")["attended"], false);
     serve.send(json!({"op": "user_message", "content": "go"}));
-    let events = serve.until("status");
+    let events = serve.until_ready();
     let deferred: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "action_deferred")
@@ -351,7 +360,7 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     );
     let message = serve.expect_one("user_message");
     assert!(message["content"].as_str().unwrap().contains(&id));
-    serve.until("status");
+    serve.until_ready();
 
     serve.send(json!({"op": "decide_action", "action": id, "decision": "deny"}));
     serve.expect_one("error");
@@ -363,7 +372,7 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     assert!(decided["output"].is_null());
     let message = serve.expect_one("user_message");
     assert!(message["content"].as_str().unwrap().contains("denied"));
-    serve.until("status");
+    serve.until_ready();
     assert!(!home.path().join("denied.txt").exists());
 
     // The same calls again reuse the decisions: the allowed one runs, the denied one not.
@@ -371,7 +380,7 @@ fn unattended_sessions_defer_and_decisions_come_back_as_messages() {
     model.push(call("c5", "bash", json!({"command": "touch denied.txt"})));
     model.push(text_reply(&["done"]));
     serve.send(json!({"op": "user_message", "content": "again"}));
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert!(!types(&events).contains(&"action_deferred"), "{events:#?}");
     let outputs: Vec<&Value> = events
         .iter()
@@ -396,15 +405,22 @@ fn waiting_requests_become_deferred_when_the_session_turns_unattended() {
     serve.send(json!({"op": "user_message", "content": "go"}));
     serve.until("approval_request");
     serve.send(json!({"op": "set_attended", "attended": false}));
-    let events = serve.expect(&["attended", "action_deferred", "tool_output"]);
+    let events = serve.expect(&[
+        "attended",
+        "approval_resolved",
+        "action_deferred",
+        "tool_output",
+    ]);
     assert_eq!(events[1]["call_id"], "c1");
+    assert_eq!(events[1]["decision"], "deferred");
+    assert_eq!(events[2]["call_id"], "c1");
     assert!(
-        events[2]["output"]
+        events[3]["output"]
             .as_str()
             .unwrap()
             .contains("submitted for confirmation")
     );
-    serve.until("status");
+    serve.until_ready();
     assert!(!home.path().join("later.txt").exists());
 }
 
@@ -421,7 +437,7 @@ fn a_running_turns_gating_only_loosens() {
     serve.send(json!({"op": "set_approval_mode", "mode": "auto"}));
     serve.expect(&["status", "approval_mode"]);
     serve.send(json!({"op": "approve", "call_id": "c1", "decision": "allow"}));
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert!(!types(&events).contains(&"approval_request"), "{events:#?}");
     assert!(home.path().join("two.txt").exists());
 
@@ -443,7 +459,7 @@ fn a_running_turns_gating_only_loosens() {
     serve.send(json!({"op": "set_approval_mode", "mode": "manual"}));
     serve.expect(&["status", "approval_mode"]);
     gate.open();
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert!(!types(&events).contains(&"approval_request"), "{events:#?}");
     assert!(home.path().join("one.txt").exists());
     serve.send(json!({"op": "user_message", "content": "again"}));

@@ -25,7 +25,7 @@ fn images_are_attached_and_bad_paths_skipped_with_a_notice() {
     assert!(notice.contains("/does/not/exist.png"), "{notice}");
     assert_eq!(events[1]["content"], "what is this?");
     assert_eq!(events[1]["images"], json!([png]));
-    serve.until("status");
+    serve.until_ready();
 
     let request = &model.wait_requests(1)[0];
     let content = request.last_message()["content"]
@@ -53,7 +53,7 @@ fn files_are_announced_to_the_model_but_not_echoed_as_text() {
     let echo = serve.expect_one("user_message");
     assert_eq!(echo["content"], "summarize these");
     assert_eq!(echo["files"], json!(["/data/report.pdf", "/data/notes.md"]));
-    serve.until("status");
+    serve.until_ready();
     let request = &model.wait_requests(1)[0];
     assert_eq!(
         request.last_message()["content"],

@@ -257,8 +257,10 @@ fn commands_answer_with_events() {
     assert_eq!(error["message"], "unknown command: /frobnicate (try /help)");
 
     serve.send(json!({"op": "subagent_transcript", "agent_id": "/root/nobody"}));
-    let error = serve.expect_one("error");
-    assert!(error["message"].as_str().unwrap().contains("/root/nobody"));
+    let answer = serve.expect_one("subagent_transcript");
+    assert_eq!(answer["agent_id"], "/root/nobody");
+    assert!(answer["error"].as_str().unwrap().contains("/root/nobody"));
+    assert!(answer.get("items").is_none(), "{answer}");
 
     serve.send(json!({"op": "set_approval_mode", "mode": "auto-edit"}));
     let events = serve.expect(&["status", "approval_mode"]);

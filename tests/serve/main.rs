@@ -8,5 +8,6 @@ mod attachments;
 mod basics;
 mod plans;
 mod queue;
+mod schema;
 mod shell;
 mod turns;

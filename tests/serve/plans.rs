@@ -35,7 +35,7 @@ fn plan_reply(id: &str, title: &str, markdown: &str) -> Reply {
 fn propose(serve: &mut Serve, model: &MockModel, markdown: &str) -> (String, Vec<Value>) {
     model.push(plan_reply("call_plan", "Add a test", markdown));
     serve.send(json!({"op": "user_message", "content": "plan a test"}));
-    let events = serve.until("status");
+    let events = serve.until_ready();
     let plan = events
         .iter()
         .find(|e| e["type"] == "proposed_plan")
@@ -122,7 +122,7 @@ fn approving_a_plan_switches_mode_and_implements_it() {
         content.contains("approved") && content.contains("keep it small"),
         "{content}"
     );
-    serve.until("status");
+    serve.until_ready();
     let request = &model.wait_requests(2)[1];
     let tools = request.tool_names();
     assert!(
@@ -160,7 +160,7 @@ fn revising_keeps_plan_mode_and_asks_for_a_new_plan() {
     assert_eq!(events[0]["status"], "revising");
     let content = events[1]["content"].as_str().unwrap();
     assert!(content.contains("cover the edge cases"), "{content}");
-    let rest = serve.until("status");
+    let rest = serve.until_ready();
     let new_plan = rest.iter().find(|e| e["type"] == "proposed_plan").unwrap();
     assert_ne!(new_plan["id"], id.as_str());
     assert_eq!(new_plan["markdown"], "1. better idea");
@@ -178,7 +178,7 @@ fn revising_keeps_plan_mode_and_asks_for_a_new_plan() {
     assert_eq!(events[0]["status"], "approved");
     assert_eq!(events[2]["mode"], "auto");
     assert!(events[3]["content"].as_str().unwrap().contains("go ahead"));
-    serve.until("status");
+    serve.until_ready();
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn plan_mode_runs_read_only_tools() {
     model.push(plan_reply("c2", "T", "plan"));
     let mut serve = Serve::ready(&home);
     serve.send(json!({"op": "user_message", "content": "look"}));
-    let events = serve.until("status");
+    let events = serve.until_ready();
     let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
     assert_eq!(output["is_error"], false);
     assert!(types(&events).contains(&"proposed_plan"));

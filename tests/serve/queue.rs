@@ -32,6 +32,7 @@ fn start_turn(serve: &mut Serve, content: &str) {
     serve.user(content);
     serve.expect(&[
         "user_message",
+        "status",
         "connecting",
         "thinking_start",
         "assistant_start",
@@ -59,17 +60,17 @@ fn messages_sent_during_a_turn_are_queued_and_start_by_themselves() {
     assert_eq!(events[1]["message"], "queued: 2");
 
     gate.open();
-    let first = serve.until("status");
+    let first = serve.until_ready();
     assert_eq!(first.last().unwrap()["message"], "ready");
     let pending = serve.expect_one("pending_messages");
     assert_eq!(pending["messages"], json!(["third"]));
-    let second = serve.until("status");
+    let second = serve.until_ready();
     assert_eq!(second[0]["type"], "user_message");
     assert_eq!(second[0]["content"], "second");
     assert_eq!(joined(&second, "assistant_delta"), "two");
     let pending = serve.expect_one("pending_messages");
     assert_eq!(pending["messages"], json!([]));
-    let third = serve.until("status");
+    let third = serve.until_ready();
     assert_eq!(third[0]["content"], "third");
     assert_eq!(third.last().unwrap()["message"], "ready");
     assert_eq!(model.request_count(), 3);
@@ -113,7 +114,7 @@ fn unqueue_takes_a_message_back() {
     serve.send(json!({"op": "agent_runs"}));
     serve.expect_one("agent_runs");
     gate.open();
-    let rest = serve.until("status");
+    let rest = serve.until_ready();
     assert_eq!(rest.last().unwrap()["message"], "ready");
 }
 
@@ -139,17 +140,19 @@ fn a_steered_message_is_read_before_the_next_request() {
     assert_eq!(events[0]["message"], "steering");
     assert_eq!(events[1]["messages"], json!([]));
     gate.open();
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(
-        types(&events)[..5],
+        types(&events)[..6],
         [
             "tool_start",
             "tool_output",
             "user_message",
+            "status",
             "connecting",
             "thinking_start"
         ]
     );
+    assert_eq!(events[3]["message"], "streaming", "steering is over");
     assert_eq!(events[2]["content"], "also mind b");
     assert_eq!(events.last().unwrap()["message"], "ready");
     let second = &model.wait_requests(2)[1];
@@ -179,9 +182,9 @@ fn a_message_steered_too_late_runs_as_the_next_turn() {
     serve.send(json!({"op": "steer"}));
     serve.expect(&["status", "pending_messages"]);
     gate.open();
-    let first = serve.until("status");
+    let first = serve.until_ready();
     assert_eq!(first.last().unwrap()["message"], "ready");
-    let next = serve.until("status");
+    let next = serve.until_ready();
     assert!(types(&next).contains(&"user_message"));
     let message = next.iter().find(|e| e["type"] == "user_message").unwrap();
     assert_eq!(message["content"], "late");
@@ -204,7 +207,7 @@ fn steer_is_a_no_op_when_idle_or_out_of_range() {
     serve.send(json!({"op": "agent_runs"}));
     serve.expect_one("agent_runs");
     gate.open();
-    serve.until("status");
+    serve.until_ready();
 }
 
 #[test]
@@ -223,7 +226,7 @@ fn interrupt_stops_the_turn_at_once_and_the_queue_still_runs() {
     assert_eq!(events[1]["message"], "interrupted");
     assert_eq!(events[2]["messages"], json!([]));
     assert_eq!(events[3]["content"], "next");
-    let rest = serve.until("status");
+    let rest = serve.until_ready();
     assert_eq!(joined(&rest, "assistant_delta"), "queued one");
     // The interrupted turn's partial text is part of the conversation.
     let second = &model.wait_requests(2)[1];
@@ -248,7 +251,7 @@ fn interrupt_with_index_sends_that_message_next() {
     let events = serve.expect(&["info", "status", "pending_messages", "user_message"]);
     assert_eq!(events[2]["messages"], json!(["b"]));
     assert_eq!(events[3]["content"], "c");
-    serve.until("status");
+    serve.until_ready();
     // "b" is still queued and follows.
     let pending = serve.expect_one("pending_messages");
     assert_eq!(pending["messages"], json!([]));
@@ -273,7 +276,7 @@ fn interrupt_during_a_tool_call_answers_the_call() {
     serve.send(json!({"op": "interrupt"}));
     serve.expect(&["info", "status"]);
     serve.user("again");
-    serve.until("status");
+    serve.until_ready();
     let third = &model.wait_requests(3)[2];
     let roles = third.roles();
     assert_eq!(

@@ -78,7 +78,7 @@ fn a_slow_command_streams_tool_updates() {
     let text = output["output"].as_str().unwrap();
     assert!(text.starts_with("exit code: 0"), "{text}");
     assert!(text.contains("tick 4"), "{text}");
-    serve.until("status");
+    serve.until_ready();
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn a_timeout_kills_the_whole_process_tree() {
         "{output}"
     );
     assert!(exited(&home.path().join("grandchild.pid")));
-    serve.until("status");
+    serve.until_ready();
 }
 
 #[test]
@@ -123,8 +123,10 @@ fn interrupt_kills_a_running_command_and_its_children() {
     serve.until("tool_update");
     let started = Instant::now();
     serve.send(json!({"op": "interrupt"}));
-    let events = serve.expect(&["info", "status"]);
-    assert_eq!(events[1]["message"], "interrupted");
+    let events = serve.expect(&["tool_output", "info", "status"]);
+    assert_eq!(events[0]["call_id"], "c1");
+    assert_eq!(events[0]["output"], "interrupted by the user");
+    assert_eq!(events[2]["message"], "interrupted");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",

@@ -29,11 +29,12 @@ fn a_streamed_turn_in_the_specified_order() {
     let mut serve = Serve::ready(&home);
     let session = serve.seen[1]["session_id"].as_str().unwrap().to_owned();
     serve.user("say hello");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(
         types(&events),
         [
             "user_message",
+            "status",
             "connecting",
             "thinking_start",
             "reasoning_delta",
@@ -50,17 +51,18 @@ fn a_streamed_turn_in_the_specified_order() {
     assert!(events[0].get("files").is_none() && events[0].get("images").is_none());
     assert_eq!(joined(&events, "reasoning_delta"), "Let me think.");
     assert_eq!(joined(&events, "assistant_delta"), "Hello, world");
-    assert_eq!(events[8]["input_tokens"], 100);
-    assert_eq!(events[8]["cached_input_tokens"], 50);
-    assert_eq!(events[8]["output_tokens"], 20);
-    assert_eq!(events[8]["reasoning_tokens"], 4);
-    let context = &events[9];
+    assert_eq!(events[1]["message"], "streaming");
+    assert_eq!(events[9]["input_tokens"], 100);
+    assert_eq!(events[9]["cached_input_tokens"], 50);
+    assert_eq!(events[9]["output_tokens"], 20);
+    assert_eq!(events[9]["reasoning_tokens"], 4);
+    let context = &events[10];
     assert_eq!(context["tokenizer"], "o200k");
     assert!(context["tokens"].as_u64().unwrap() > 50, "{context}");
     let cost = context["cost"].as_f64().unwrap();
     let expected = (50.0 * 1.0 + 50.0 * 0.5 + 20.0 * 2.0) / 1e6;
     assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
-    assert_eq!(events[10]["message"], "ready");
+    assert_eq!(events[11]["message"], "ready");
     for event in &events {
         assert_eq!(event["session"], session.as_str());
     }
@@ -85,7 +87,7 @@ fn a_streamed_turn_in_the_specified_order() {
     // The second turn carries the first, and the cost accumulates.
     model.push(text_reply(&["again"]));
     serve.user("once more");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     let context = events
         .iter()
         .find(|e| e["type"] == "context_usage")
@@ -115,11 +117,12 @@ fn tool_calls_run_and_their_results_go_back_to_the_model() {
     model.push(text_reply(&["Done."]));
     let mut serve = Serve::ready(&home);
     serve.user("read my notes");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(
         types(&events),
         [
             "user_message",
+            "status",
             "connecting",
             "thinking_start",
             "assistant_start",
@@ -206,11 +209,12 @@ fn transient_failures_are_retried_before_anything_is_shown() {
     model.push(text_reply(&["fine"]));
     let mut serve = Serve::ready(&home);
     serve.user("hi");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(
         types(&events),
         [
             "user_message",
+            "status",
             "connecting",
             "retrying",
             "thinking_start",
@@ -223,9 +227,21 @@ fn transient_failures_are_retried_before_anything_is_shown() {
             "status"
         ]
     );
-    assert_eq!(events[2]["attempt"], 1);
-    assert_eq!(events[4]["attempt"], 2);
-    assert_eq!(events[10]["message"], "ready");
+    assert_eq!(events[1]["message"], "streaming");
+    assert_eq!(events[3]["attempt"], 1);
+    // A user waiting on a retry learns why.
+    let reason = events[3]["message"].as_str().unwrap();
+    assert!(
+        reason.contains("503") && reason.contains("overloaded"),
+        "{reason}"
+    );
+    assert_eq!(events[5]["attempt"], 2);
+    assert!(
+        !events[5]["message"].as_str().unwrap().is_empty(),
+        "{:?}",
+        events[5]
+    );
+    assert_eq!(events[11]["message"], "ready");
     assert_eq!(model.request_count(), 3);
 }
 
@@ -244,6 +260,7 @@ fn a_stream_cut_after_output_ends_the_turn_with_an_error() {
     serve.user("hi");
     serve.expect(&[
         "user_message",
+        "status",
         "connecting",
         "thinking_start",
         "assistant_start",
@@ -255,7 +272,7 @@ fn a_stream_cut_after_output_ends_the_turn_with_an_error() {
     assert_eq!(model.request_count(), 1, "no retry once output was shown");
     // The session keeps working and remembers what was shown.
     serve.user("again");
-    serve.until("status");
+    serve.until_ready();
     let second = &model.wait_requests(2)[1];
     let messages = second.messages();
     assert_eq!(messages[messages.len() - 2]["content"], "partial");
@@ -273,11 +290,11 @@ fn permanent_failures_end_the_turn_with_the_providers_message() {
     });
     let mut serve = Serve::ready(&home);
     serve.user("hi");
-    let events = serve.expect(&["user_message", "connecting", "error", "status"]);
-    let message = events[2]["message"].as_str().unwrap();
+    let events = serve.expect(&["user_message", "status", "connecting", "error", "status"]);
+    let message = events[3]["message"].as_str().unwrap();
     assert!(message.contains("Incorrect API key provided"), "{message}");
     assert!(message.contains("401"), "{message}");
-    assert_eq!(events[3]["message"], "ready");
+    assert_eq!(events[4]["message"], "ready");
     assert_eq!(model.request_count(), 1);
 }
 
@@ -293,11 +310,12 @@ fn retries_give_up_after_max_retries() {
     }
     let mut serve = Serve::ready(&home);
     serve.user("hi");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(
         types(&events),
         [
             "user_message",
+            "status",
             "connecting",
             "retrying",
             "retrying",
@@ -305,7 +323,8 @@ fn retries_give_up_after_max_retries() {
             "status"
         ]
     );
-    assert!(events[4]["message"].as_str().unwrap().contains("boom"));
+    assert!(events[5]["message"].as_str().unwrap().contains("boom"));
+    assert!(events[3]["message"].as_str().unwrap().contains("500"));
     assert_eq!(model.request_count(), 3);
 }
 
@@ -317,17 +336,20 @@ fn an_idle_stream_times_out_and_is_retried() {
     model.push(text_reply(&["awake"]));
     let mut serve = Serve::ready(&home);
     serve.user("hi");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(
-        types(&events)[..5],
+        types(&events)[..6],
         [
             "user_message",
+            "status",
             "connecting",
             "thinking_start",
             "retrying",
             "thinking_start"
         ]
     );
+    let reason = events[4]["message"].as_str().unwrap();
+    assert!(reason.contains("sent nothing for 0.3 s"), "{reason}");
     assert_eq!(joined(&events, "assistant_delta"), "awake");
 }
 
@@ -337,7 +359,7 @@ fn end_of_stream_after_finish_reason_without_done_is_complete() {
     model.push(Reply::Sse(vec![text("ok"), finish("stop"), usage(3, 1)]));
     let mut serve = Serve::ready(&home);
     serve.user("hi");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert!(!types(&events).contains(&"retrying"), "{events:#?}");
     assert!(!types(&events).contains(&"error"), "{events:#?}");
     assert_eq!(events.last().unwrap()["message"], "ready");
@@ -357,7 +379,7 @@ fn odd_chunks_do_not_break_the_stream() {
     ]));
     let mut serve = Serve::ready(&home);
     serve.user("hi");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(joined(&events, "assistant_delta"), "fine");
     assert_eq!(events.last().unwrap()["message"], "ready");
 }
@@ -381,7 +403,7 @@ fn replay_script_plays_scripted_replies() {
     );
     let mut serve = Serve::ready(&home);
     serve.user("what is in hello.txt?");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     assert_eq!(joined(&events, "reasoning_delta"), "hmm");
     assert_eq!(
         joined(&events, "assistant_delta"),
@@ -407,10 +429,11 @@ fn the_offline_demo_streams_reasoning_text_and_a_tool_call() {
     let mut serve = Serve::ready(&home);
     serve.next();
     serve.user("hello");
-    let events = serve.until("status");
+    let events = serve.until_ready();
     let kinds = types(&events);
     for expected in [
         "user_message",
+        "status",
         "connecting",
         "thinking_start",
         "reasoning_delta",

@@ -5,12 +5,17 @@
 //!
 //! - `{"op":"echo","text":T}` → `{"type":"echo","text":T,"seq":N,"session":ID}`
 //! - `{"op":"status","message":M}` → a `status` event
+//! - `{"op":"ask","text":T}` → `{"type":"answer","text":T,...}` for the asking client
+//!   only (a host reply)
+//! - `{"op":"watchers"}` → `{"type":"watchers","count":N}`: the clients attached, as the
+//!   daemon reports them to the session
 //! - `{"op":"tick","count":C,"size":B}` → C `tick` events padded to about B bytes,
 //!   handling input between ticks (so a snapshot can land in the middle)
 //! - anything else → `{"type":"got","line":<raw line>}`; a non-JSON line → `error`
 //! - a snapshot request → one `{"type":"snapshot","seq":<last seq>}` line
 //! - input closed → `{"type":"bye"}`, then the output closes
 //! - `{"op":"stubborn"}` → from then on, the output never closes (a hung engine)
+//! - `shutdown`, `/quit`, `/exit` are quits (never forwarded)
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -44,7 +49,7 @@ impl Host for FakeHost {
         Bytes::from(format!("{HELLO}\n"))
     }
 
-    fn open(&self, params: OpenParams) -> Result<Hosted<ClientInput, HostOutput>, String> {
+    async fn open(&self, params: OpenParams) -> Result<Hosted<ClientInput, HostOutput>, String> {
         if params.cwd.as_deref() == Some(Path::new("/refused")) {
             return Err("no such project".into());
         }
@@ -53,6 +58,16 @@ impl Host for FakeHost {
         let (outputs, output) = mpsc::channel(64);
         tokio::spawn(FakeSession::new(id.clone(), outputs).run(params, inputs));
         Ok(Hosted { id, input, output })
+    }
+
+    fn is_quit(&self, op: &str, line: &[u8]) -> bool {
+        match op {
+            "shutdown" => true,
+            "command" => serde_json::from_slice::<Value>(line).is_ok_and(|op| {
+                matches!(op["input"].as_str().map(str::trim), Some("/quit" | "/exit"))
+            }),
+            _ => false,
+        }
     }
 }
 
@@ -89,7 +104,7 @@ impl FakeSession {
     }
 
     async fn run(mut self, params: OpenParams, mut inputs: mpsc::Receiver<ClientInput>) {
-        let cwd = params.cwd.map(|c| c.display().to_string());
+        let cwd = params.cwd.as_ref().map(|c| c.display().to_string());
         let env_x = params.env.get("X").cloned();
         self.emit(json!({"type":"startup","cwd":cwd,"chat":params.chat,"env_x":env_x}))
             .await;
@@ -129,7 +144,7 @@ impl FakeSession {
                         })
                         .await;
                 }
-                ClientInput::Line(line) => {
+                ClientInput::Line { client, line } => {
                     let Ok(op) = serde_json::from_slice::<Value>(&line) else {
                         self.emit(json!({"type":"error","message":"invalid command"}))
                             .await;
@@ -144,6 +159,21 @@ impl FakeSession {
                             self.emit_status(&message).await;
                         }
                         Some("stubborn") => stubborn = true,
+                        Some("ask") => {
+                            let line = format!(
+                                "{{\"type\":\"answer\",\"text\":{},\"session\":\"{}\"}}\n",
+                                op["text"], self.id
+                            );
+                            let reply = HostOutput::Reply {
+                                client,
+                                line: Bytes::from(line),
+                            };
+                            let _ = self.out.send(reply).await;
+                        }
+                        Some("watchers") => {
+                            let count = *params.clients.borrow();
+                            self.emit(json!({"type":"watchers","count":count})).await;
+                        }
                         Some("tick") => {
                             ticks_left = op["count"].as_u64().unwrap_or(0);
                             pad = "x".repeat(op["size"].as_u64().unwrap_or(0) as usize);

@@ -1,48 +1,38 @@
 //! Ops that gate tool calls: the approval mode, answers to approval requests, the
 //! attended flag, and decisions on deferred actions.
+//!
+//! Every `approval_request` is closed by exactly one `approval_resolved`: `allow` or
+//! `deny` when a client answers, `deferred` when the session turns unattended (a client
+//! says so, or its last client leaves), `interrupted` when the turn stops or the
+//! session ends (see [`Session::resolve_open_approvals`] and `calls.rs`).
 
 use super::{Internal, Session};
-use crate::config::ApprovalMode;
 use crate::engine::approvals::validate_answer;
 use crate::engine::calls::parse_arguments;
 use crate::engine::deferred::ActionState;
-use crate::engine::shared::Decision;
+use crate::engine::shared::Answer;
 use crate::engine::tools::ToolOutput;
-use crate::protocol::{Event, UserInput};
+use crate::protocol::{ApprovalMode, Decision, Event, Resolution, SessionStatus, UserInput};
 
 impl Session {
-    pub(super) async fn set_approval_mode(&mut self, mode: &str) {
-        let Some(mode) = ApprovalMode::parse(mode) else {
-            self.emitter
-                .error(format!(
-                    "unknown approval mode: {mode} (expected manual, plan, auto-edit, auto or full-access)"
-                ))
-                .await;
-            return;
-        };
-        self.apply_mode(mode).await;
-    }
-
     pub(super) async fn apply_mode(&mut self, mode: ApprovalMode) {
         self.emitter
-            .emit(Event::status(format!("approval mode: {mode}")))
+            .emit(Event::status(SessionStatus::ApprovalMode(mode)))
             .await;
         self.emitter
             .emit_with(|shared| {
                 shared.mode = mode;
-                let event = Event::ApprovalMode {
-                    mode: mode.to_string(),
-                };
-                (Some(event), ())
+                (Some(Event::ApprovalMode { mode }), ())
             })
             .await;
     }
 
-    /// Answers an approval request. Every validation error leaves it open.
+    /// Answers an approval request. Every validation error leaves it open, and goes to
+    /// the client that sent the answer only.
     pub(super) async fn approve(
         &mut self,
         call_id: &str,
-        decision: &str,
+        decision: Decision,
         always: bool,
         hunks: Option<Vec<String>>,
     ) {
@@ -63,53 +53,89 @@ impl Session {
                 let Some(pending) = shared.take_approval(call_id) else {
                     return (None, Err(format!("no approval request is open for {call_id:?}")));
                 };
-                let answer = if decision == "allow" {
-                    if always {
-                        shared.allowlist.insert(pending.name.clone());
+                let answer = match decision {
+                    Decision::Allow => {
+                        if always {
+                            shared.allowlist.insert(pending.name.clone());
+                        }
+                        Answer::Allow { hunks }
                     }
-                    Decision::Allow { hunks }
-                } else {
-                    Decision::Deny
+                    Decision::Deny => Answer::Deny,
                 };
                 // The turn may have been interrupted meanwhile; then nobody waits.
                 let _ = pending.answer.send(answer);
                 let event = Event::ApprovalResolved {
                     call_id: call_id.to_owned(),
-                    decision: decision.to_owned(),
+                    decision: decision.into(),
                 };
                 (Some(event), Ok(()))
             })
             .await;
         if let Err(message) = result {
-            self.emitter.error(message).await;
+            self.reply_error(message).await;
         }
     }
 
-    pub(super) async fn set_attended(&mut self, attended: bool) {
+    /// `set_attended`, or (with `by_leaving`) the session's last client leaving. Going
+    /// unattended turns the requests waiting for an answer into deferred actions.
+    pub(super) async fn set_attended(&mut self, attended: bool, by_leaving: bool) {
         self.emitter
             .emit_with(|shared| {
                 shared.attended = attended;
-                if !attended {
-                    // Calls waiting for an answer become deferred actions (the turn
-                    // records them and goes on).
-                    for pending in shared.approvals.drain(..) {
-                        let _ = pending.answer.send(Decision::Defer);
-                    }
-                }
+                shared.unattended_by_leaving = !attended && by_leaving;
                 (Some(Event::Attended { attended }), ())
             })
             .await;
+        if !attended {
+            self.resolve_open_approvals(Resolution::Deferred).await;
+        }
     }
 
-    pub(super) async fn decide_action(&mut self, id: &str, decision: &str) {
-        if decision != "allow" && decision != "deny" {
-            self.emitter
-                .error(format!(
-                    "invalid decision {decision:?}: expected \"allow\" or \"deny\""
-                ))
-                .await;
-            return;
+    /// The daemon counts the clients attached: with none left nobody can answer an
+    /// approval, so the session behaves as unattended until one attaches again.
+    pub(super) async fn clients_changed(&mut self, count: usize) {
+        let (attended, by_leaving) = self
+            .emitter
+            .change(|shared| (shared.attended, shared.unattended_by_leaving));
+        if count == 0 && attended {
+            self.set_attended(false, true).await;
+        } else if count > 0 && !attended && by_leaving {
+            self.set_attended(true, false).await;
         }
+    }
+
+    /// Closes every open approval request with `resolution`: each waiting call is told
+    /// (deferred ones are recorded as deferred actions, interrupted ones are denied), and
+    /// every client gets `approval_resolved`. One request per step, so each is either
+    /// open in a snapshot or resolved after it.
+    pub(super) async fn resolve_open_approvals(&self, resolution: Resolution) {
+        loop {
+            let resolved = self
+                .emitter
+                .emit_with(|shared| {
+                    if shared.approvals.is_empty() {
+                        return (None, false);
+                    }
+                    let pending = shared.approvals.remove(0);
+                    let answer = match resolution {
+                        Resolution::Deferred => Answer::Defer,
+                        _ => Answer::Deny,
+                    };
+                    let _ = pending.answer.send(answer);
+                    let event = Event::ApprovalResolved {
+                        call_id: pending.call_id,
+                        decision: resolution,
+                    };
+                    (Some(event), true)
+                })
+                .await;
+            if !resolved {
+                return;
+            }
+        }
+    }
+
+    pub(super) async fn decide_action(&mut self, id: &str, decision: Decision) {
         let claimed = self.emitter.change(|shared| {
             let action = shared
                 .deferred
@@ -118,25 +144,24 @@ impl Session {
             if action.state != ActionState::Open {
                 return Err(format!("action {id} was already decided"));
             }
-            action.state = if decision == "allow" {
-                ActionState::Running
-            } else {
-                ActionState::Denied
+            action.state = match decision {
+                Decision::Allow => ActionState::Running,
+                Decision::Deny => ActionState::Denied,
             };
             Ok(action.clone())
         });
         let action = match claimed {
             Ok(action) => action,
             Err(message) => {
-                self.emitter.error(message).await;
+                self.reply_error(message).await;
                 return;
             }
         };
-        if decision == "deny" {
+        if decision == Decision::Deny {
             self.emitter
                 .emit(Event::ActionDecided {
                     id: action.id.clone(),
-                    decision: "deny".into(),
+                    decision: Decision::Deny,
                     output: None,
                     is_error: false,
                 })
@@ -178,7 +203,7 @@ impl Session {
         self.emitter
             .emit(Event::ActionDecided {
                 id: id.clone(),
-                decision: "allow".into(),
+                decision: Decision::Allow,
                 output: Some(output.output.clone()),
                 is_error: output.is_error,
             })

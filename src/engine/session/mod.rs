@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -30,8 +30,9 @@ use super::shared::Shared;
 use super::tokens;
 use super::tools::{ToolOutput, ToolRegistry};
 use super::turn::{self, SteerInbox, TurnContext, TurnEnd, TurnOutcome};
-use crate::config::ApprovalMode;
-use crate::protocol::{Event, ModelStatus, Op, TurnUsage, UserInput};
+use crate::protocol::{
+    ApprovalMode, ClientId, Event, ModelStatus, Op, SessionStatus, TurnUsage, UserInput,
+};
 
 /// Everything needed to start a session; built by `crate::host`.
 pub struct SessionParams {
@@ -49,22 +50,25 @@ pub struct SessionParams {
     pub tools: ToolRegistry,
     /// Problems found while loading the config, reported as `error` at startup.
     pub startup_errors: Vec<String>,
+    /// How many clients are attached, when a host with several clients runs the session
+    /// (the daemon); `None` in process, where its one client is always there.
+    pub clients: Option<watch::Receiver<usize>>,
 }
+
+/// The client of a session in process: there is only one.
+pub const SOLE_CLIENT: ClientId = 0;
 
 /// One input to a session.
 #[derive(Debug)]
 pub enum Input {
-    Op(Op),
+    /// An op, and the client that sent it (answers go to that client only).
+    Op { client: ClientId, op: Op },
     /// A line that is not a valid op; carries the complete error message.
-    Malformed(String),
+    Malformed { client: ClientId, message: String },
     /// A client attaches: answer with [`Outbound::Snapshot`] carrying this token.
-    Snapshot {
-        token: u64,
-    },
+    Snapshot { token: u64 },
     /// A client leaves: answer with [`Outbound::Barrier`] once earlier inputs are done.
-    Barrier {
-        token: u64,
-    },
+    Barrier { token: u64 },
 }
 
 /// Capacity of a session's inbound queue; a client that sends faster than the session
@@ -112,12 +116,17 @@ struct Session {
     last_model_status: Option<ModelStatus>,
     internal_tx: mpsc::Sender<Internal>,
     internal_rx: mpsc::Receiver<Internal>,
+    /// The client whose op is being handled: where its answers go.
+    origin: ClientId,
 }
 
 enum Wake {
     TurnDone(Result<TurnOutcome, tokio::task::JoinError>),
     Input(Option<Input>),
     Internal(Internal),
+    /// The number of attached clients changed (daemon sessions only); `None` when the
+    /// host stopped counting.
+    Clients(Option<usize>),
 }
 
 #[derive(PartialEq, Eq)]
@@ -152,25 +161,25 @@ impl Session {
             params,
             internal_tx,
             internal_rx,
+            origin: SOLE_CLIENT,
         };
         session.emit_startup(errors).await;
         session
     }
 
     async fn run(&mut self, mut inputs: mpsc::Receiver<Input>) {
+        let mut clients = self.params.clients.take();
         loop {
-            let wake = match &mut self.turn {
-                Some(turn) => tokio::select! {
+            let wake = {
+                let turn = &mut self.turn;
+                let internal = &mut self.internal_rx;
+                tokio::select! {
                     biased;
-                    outcome = &mut turn.handle => Wake::TurnDone(outcome),
-                    Some(internal) = self.internal_rx.recv() => Wake::Internal(internal),
+                    outcome = turn_finished(turn) => Wake::TurnDone(outcome),
+                    Some(internal) = internal.recv() => Wake::Internal(internal),
+                    count = client_count(clients.as_mut()) => Wake::Clients(count),
                     input = inputs.recv() => Wake::Input(input),
-                },
-                None => tokio::select! {
-                    biased;
-                    Some(internal) = self.internal_rx.recv() => Wake::Internal(internal),
-                    input = inputs.recv() => Wake::Input(input),
-                },
+                }
             };
             let flow = match wake {
                 Wake::TurnDone(outcome) => {
@@ -181,9 +190,19 @@ impl Session {
                     self.action_ran(id, output).await;
                     Flow::Continue
                 }
+                Wake::Clients(Some(count)) => {
+                    self.clients_changed(count).await;
+                    Flow::Continue
+                }
+                Wake::Clients(None) => {
+                    // The host dropped its side of the count: there is nothing to watch.
+                    clients = None;
+                    Flow::Continue
+                }
                 Wake::Input(None) => Flow::Stop,
-                Wake::Input(Some(Input::Malformed(message))) => {
-                    self.emitter.error(message).await;
+                Wake::Input(Some(Input::Malformed { client, message })) => {
+                    self.origin = client;
+                    self.reply_error(message).await;
                     Flow::Continue
                 }
                 Wake::Input(Some(Input::Snapshot { token })) => {
@@ -194,16 +213,32 @@ impl Session {
                     self.emitter.barrier(token).await;
                     Flow::Continue
                 }
-                Wake::Input(Some(Input::Op(op))) => self.handle(op).await,
+                Wake::Input(Some(Input::Op { client, op })) => {
+                    self.origin = client;
+                    self.handle(op).await
+                }
             };
             if flow == Flow::Stop {
                 break;
             }
         }
+        // The session ends: the running turn stops, and every card it opened is closed
+        // (its tool call ends, its approval requests are resolved as interrupted).
         if let Some(turn) = self.turn.take() {
             turn.cancel.cancel();
             let _ = turn.handle.await;
         }
+        self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
+            .await;
+    }
+
+    /// Sends an event to the client whose op is being handled, and to it only.
+    async fn reply(&self, event: Event) {
+        self.emitter.reply(self.origin, event).await;
+    }
+
+    async fn reply_error(&self, message: impl Into<String>) {
+        self.reply(Event::error(message)).await;
     }
 
     async fn handle(&mut self, op: Op) -> Flow {
@@ -213,38 +248,39 @@ impl Session {
             Op::Steer { index } => self.steer(index).await,
             Op::Unqueue { index } => self.unqueue(index).await,
             Op::Interrupt { index } => self.interrupt(index).await,
-            Op::SetApprovalMode { mode } => self.set_approval_mode(&mode).await,
+            Op::SetApprovalMode { mode } => self.apply_mode(mode).await,
             Op::Approve(answer) => {
                 self.approve(
                     &answer.call_id,
-                    &answer.decision,
+                    answer.decision,
                     answer.always,
                     answer.hunks,
                 )
                 .await
             }
-            Op::SetAttended { attended } => self.set_attended(attended).await,
-            Op::DecideAction { action, decision } => self.decide_action(&action, &decision).await,
+            Op::SetAttended { attended } => self.set_attended(attended, false).await,
+            Op::DecideAction { action, decision } => self.decide_action(&action, decision).await,
             Op::ApprovePlan(answer) => {
-                self.approve_plan(&answer.id, &answer.decision, answer.mode, answer.feedback)
+                self.approve_plan(&answer.id, answer.decision, answer.mode, answer.feedback)
                     .await
             }
             Op::AgentRuns => {
-                self.emitter
-                    .emit(Event::AgentRuns {
-                        workflows: Vec::new(),
-                        agents: Vec::new(),
-                    })
-                    .await;
+                self.reply(Event::AgentRuns {
+                    workflows: Vec::new(),
+                    agents: Vec::new(),
+                })
+                .await;
             }
             Op::SubagentTranscript { agent_id } => {
-                self.emitter
-                    .error(format!("unknown agent: {agent_id}"))
-                    .await;
+                self.reply(Event::SubagentTranscript {
+                    error: Some(format!("unknown agent: {agent_id}")),
+                    agent_id,
+                    items: None,
+                })
+                .await;
             }
-            Op::McpList | Op::McpSet(_) | Op::McpRemove(_) | Op::McpToggle(_) => {
-                self.emitter
-                    .error("MCP servers are not available in this build")
+            Op::McpList | Op::McpSet { .. } | Op::McpRemove { .. } | Op::McpToggle { .. } => {
+                self.reply_error("MCP servers are not available in this build")
                     .await;
             }
             Op::Shutdown => return Flow::Stop,
@@ -256,7 +292,7 @@ impl Session {
         let cancel = CancellationToken::new();
         let steer = SteerInbox::default();
         let mode = self.emitter.change(|shared| {
-            shared.status = "streaming".to_owned();
+            shared.status = SessionStatus::Streaming;
             shared.mode
         });
         let ctx = TurnContext {
@@ -283,7 +319,9 @@ impl Session {
     async fn finish_turn(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
         let Some(turn) = self.turn.take() else { return };
         self.requeue_steered(&turn.steer);
-        self.emitter.change(|shared| shared.approvals.clear());
+        // A turn closes its own requests; any left (a turn that panicked) close here.
+        self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
+            .await;
         match outcome {
             Ok(TurnOutcome {
                 end: TurnEnd::Completed,
@@ -291,20 +329,20 @@ impl Session {
             }) => {
                 self.emitter.emit(Event::Usage(usage)).await;
                 self.emit_context_usage(&usage).await;
-                self.emitter.status("ready").await;
+                self.emitter.status(SessionStatus::Ready).await;
             }
             Ok(TurnOutcome {
                 end: TurnEnd::Failed,
                 usage,
             }) => {
                 self.cost += tokens::cost(&usage, &self.model.info);
-                self.emitter.status("ready").await;
+                self.emitter.status(SessionStatus::Ready).await;
             }
             Ok(TurnOutcome {
                 end: TurnEnd::Interrupted,
                 ..
             }) => {
-                self.emitter.status("interrupted").await;
+                self.emitter.status(SessionStatus::Interrupted).await;
             }
             Err(err) => {
                 tracing::error!(%err, "turn task failed");
@@ -313,7 +351,7 @@ impl Session {
                         "internal error: the turn stopped unexpectedly ({err})"
                     ))
                     .await;
-                self.emitter.status("ready").await;
+                self.emitter.status(SessionStatus::Ready).await;
             }
         }
         self.start_next().await;
@@ -339,4 +377,23 @@ impl Session {
             })
             .await;
     }
+}
+
+/// The running turn's end; never, when no turn runs.
+async fn turn_finished(
+    turn: &mut Option<RunningTurn>,
+) -> Result<TurnOutcome, tokio::task::JoinError> {
+    match turn {
+        Some(turn) => (&mut turn.handle).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next change of the attached-client count; never, without a count to watch.
+async fn client_count(clients: Option<&mut watch::Receiver<usize>>) -> Option<usize> {
+    let Some(clients) = clients else {
+        return std::future::pending().await;
+    };
+    clients.changed().await.ok()?;
+    Some(*clients.borrow_and_update())
 }

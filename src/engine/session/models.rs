@@ -11,18 +11,18 @@ impl Session {
         let command = match commands::parse(input) {
             Ok(command) => command,
             Err(message) => {
-                self.emitter.error(message).await;
+                self.reply_error(message).await;
                 return Flow::Continue;
             }
         };
         match command {
-            Command::Help => self.emitter.info(commands::help_text()).await,
+            Command::Help => self.reply(Event::info(commands::help_text())).await,
             Command::Quit => return Flow::Stop,
             Command::ModelView => self.emit_model_view().await,
             Command::SwitchModel { name, effort } => self.switch_model(name, effort).await,
             Command::Transcript => {
                 let items = self.transcript_items();
-                self.emitter.emit(Event::Transcript { items }).await;
+                self.reply(Event::Transcript { items }).await;
             }
             Command::Approve {
                 call_id,
@@ -43,7 +43,7 @@ impl Session {
         {
             Ok(model) => model,
             Err(message) => {
-                self.emitter.error(message).await;
+                self.reply_error(message).await;
                 return;
             }
         };
@@ -59,7 +59,7 @@ impl Session {
                     model.info.reasoning_efforts.join(", ")
                 )
             };
-            self.emitter.error(message).await;
+            self.reply_error(message).await;
             return;
         }
         self.effort = pick_effort(&model, effort, self.effort.as_deref());
@@ -95,12 +95,11 @@ impl Session {
                 },
             );
         }
-        self.emitter
-            .emit(Event::ModelView {
-                models,
-                active_effort: self.effort.clone(),
-            })
-            .await;
+        self.reply(Event::ModelView {
+            models,
+            active_effort: self.effort.clone(),
+        })
+        .await;
     }
 
     pub(super) fn model_status(&self) -> ModelStatus {
@@ -113,7 +112,7 @@ impl Session {
             context_limit: context_limit(info.context_window),
             max_output_tokens: info.max_output_tokens,
             reasoning_efforts: info.reasoning_efforts.clone(),
-            state: self.model.state.clone(),
+            state: self.model.state,
         }
     }
 

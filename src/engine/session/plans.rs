@@ -1,55 +1,44 @@
 //! Answers to proposed plans: approve (switch mode and implement) or revise.
 
 use super::Session;
-use crate::config::ApprovalMode;
-use crate::protocol::{Event, UserInput};
+use crate::protocol::{ApprovalMode, Event, PlanDecision, PlanStatus, UserInput};
 
 impl Session {
     pub(super) async fn approve_plan(
         &mut self,
         id: &str,
-        decision: &str,
-        mode: Option<String>,
+        decision: PlanDecision,
+        mode: Option<ApprovalMode>,
         feedback: Option<String>,
     ) {
         let plan = self.emitter.change(|shared| {
-            shared.history.plan(id).map(|(title, markdown, status)| {
-                (title.to_owned(), markdown.to_owned(), status.to_owned())
-            })
+            shared
+                .history
+                .plan(id)
+                .map(|(title, markdown, status)| (title.to_owned(), markdown.to_owned(), status))
         });
         let Some((title, markdown, status)) = plan else {
-            self.emitter.error(format!("unknown plan id: {id}")).await;
+            self.reply_error(format!("unknown plan id: {id}")).await;
             return;
         };
-        if status == "approved" {
-            self.emitter
-                .error(format!("plan {id} was already approved"))
+        if status == PlanStatus::Approved {
+            self.reply_error(format!("plan {id} was already approved"))
                 .await;
             return;
         }
         let feedback = feedback.filter(|text| !text.trim().is_empty());
         match decision {
-            "approve" => {
-                let mode = match mode.as_deref().map(ApprovalMode::parse) {
+            PlanDecision::Approve => {
+                let mode = match mode {
                     None => ApprovalMode::AutoEdit,
-                    Some(Some(ApprovalMode::Plan)) => {
-                        self.emitter
-                            .error("a plan cannot be approved into plan mode: choose manual, auto-edit, auto or full-access")
+                    Some(ApprovalMode::Plan) => {
+                        self.reply_error("a plan cannot be approved into plan mode: choose manual, auto-edit, auto or full-access")
                             .await;
                         return;
                     }
-                    Some(Some(mode)) => mode,
-                    Some(None) => {
-                        self.emitter
-                            .error(format!(
-                                "unknown approval mode: {} (expected manual, auto-edit, auto or full-access)",
-                                mode.unwrap_or_default()
-                            ))
-                            .await;
-                        return;
-                    }
+                    Some(mode) => mode,
                 };
-                self.set_plan_status(id, &title, &markdown, "approved")
+                self.set_plan_status(id, &title, &markdown, PlanStatus::Approved)
                     .await;
                 self.apply_mode(mode).await;
                 let mut message =
@@ -59,14 +48,13 @@ impl Session {
                 }
                 self.submit(UserInput::text(message)).await;
             }
-            "revise" => {
+            PlanDecision::Revise => {
                 let Some(feedback) = feedback else {
-                    self.emitter
-                        .error("revise needs feedback: say what to change in the plan")
+                    self.reply_error("revise needs feedback: say what to change in the plan")
                         .await;
                     return;
                 };
-                self.set_plan_status(id, &title, &markdown, "revising")
+                self.set_plan_status(id, &title, &markdown, PlanStatus::Revising)
                     .await;
                 let message = format!(
                     "Revise the plan \"{title}\" ({id}). The user's feedback:\n{feedback}\n\n\
@@ -74,17 +62,10 @@ impl Session {
                 );
                 self.submit(UserInput::text(message)).await;
             }
-            other => {
-                self.emitter
-                    .error(format!(
-                        "invalid decision {other:?}: expected \"approve\" or \"revise\""
-                    ))
-                    .await;
-            }
         }
     }
 
-    async fn set_plan_status(&mut self, id: &str, title: &str, markdown: &str, status: &str) {
+    async fn set_plan_status(&mut self, id: &str, title: &str, markdown: &str, status: PlanStatus) {
         self.emitter
             .emit_with(|shared| {
                 shared.history.set_plan_status(id, status);
@@ -92,7 +73,7 @@ impl Session {
                     id: id.to_owned(),
                     title: title.to_owned(),
                     markdown: markdown.to_owned(),
-                    status: status.to_owned(),
+                    status,
                 };
                 (Some(event), ())
             })
@@ -103,25 +84,34 @@ impl Session {
     pub(super) async fn plan_command(&mut self, args: &str) {
         let mut words = args.split_whitespace();
         let (Some(id), Some(decision)) = (words.next(), words.next()) else {
-            self.emitter
-                .error("usage: /plan <id> approve [mode] [notes] | /plan <id> revise <feedback>")
-                .await;
+            self.reply_error(
+                "usage: /plan <id> approve [mode] [notes] | /plan <id> revise <feedback>",
+            )
+            .await;
             return;
         };
         let rest: Vec<&str> = words.collect();
         match decision {
             "approve" => {
                 let (mode, notes) = match rest.split_first() {
-                    Some((first, notes)) if ApprovalMode::parse(first).is_some() => {
-                        (Some((*first).to_owned()), notes.join(" "))
-                    }
-                    _ => (None, rest.join(" ")),
+                    Some((first, notes)) => match ApprovalMode::parse(first) {
+                        Some(mode) => (Some(mode), notes.join(" ")),
+                        None => (None, rest.join(" ")),
+                    },
+                    None => (None, String::new()),
                 };
-                self.approve_plan(id, "approve", mode, Some(notes)).await;
+                self.approve_plan(id, PlanDecision::Approve, mode, Some(notes))
+                    .await;
+            }
+            "revise" => {
+                self.approve_plan(id, PlanDecision::Revise, None, Some(rest.join(" ")))
+                    .await;
             }
             other => {
-                self.approve_plan(id, other, None, Some(rest.join(" ")))
-                    .await;
+                self.reply_error(format!(
+                    "invalid decision {other:?}: expected \"approve\" or \"revise\""
+                ))
+                .await;
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Messages while a turn runs: queueing, steering, unqueueing, interrupting.
 
 use super::{Session, SteerInbox};
-use crate::protocol::{Event, UnqueuedEvent, UserInput};
+use crate::protocol::{Event, Resolution, SessionStatus, UnqueuedEvent, UserInput};
 
 impl Session {
     pub(super) async fn submit(&mut self, input: UserInput) {
@@ -9,7 +9,7 @@ impl Session {
             self.queue.push_back(input);
             self.emit_pending().await;
             self.emitter
-                .status(format!("queued: {}", self.queue.len()))
+                .status(SessionStatus::Queued(self.queue.len()))
                 .await;
         } else {
             self.start_turn(input);
@@ -57,7 +57,7 @@ impl Session {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push_back(input);
         }
-        self.emitter.status("steering").await;
+        self.emitter.status(SessionStatus::Steering).await;
         self.emit_pending().await;
     }
 
@@ -69,13 +69,13 @@ impl Session {
             return;
         };
         self.emit_pending().await;
-        self.emitter
-            .emit(Event::Unqueued(UnqueuedEvent {
-                content: input.content,
-                images: input.images,
-                files: input.files,
-            }))
-            .await;
+        // What it held goes back to the client that took it out, to edit again.
+        self.reply(Event::Unqueued(UnqueuedEvent {
+            content: input.content,
+            images: input.images,
+            files: input.files,
+        }))
+        .await;
     }
 
     pub(super) async fn interrupt(&mut self, index: Option<i64>) {
@@ -87,12 +87,11 @@ impl Session {
             tracing::error!(%err, "turn task failed while interrupted");
         }
         self.requeue_steered(&turn.steer);
-        // Pending approvals die with the turn; `status: interrupted` tells every client
-        // to close its approval dialogs.
-        self.emitter.change(|shared| {
-            shared.approvals.clear();
-            shared.streaming = None;
-        });
+        // The turn closed its tool card and approval requests as it stopped; anything
+        // left is closed here, before `info` and `status`, so nothing of the turn
+        // follows those two.
+        self.resolve_open_approvals(Resolution::Interrupted).await;
+        self.emitter.change(|shared| shared.streaming = None);
         // "Interrupt and send": the chosen message goes first; start_next then announces
         // the new queue and starts it.
         if let Some(position) = pick(self.queue.len(), index)
@@ -101,7 +100,7 @@ impl Session {
             self.queue.push_front(input);
         }
         self.emitter.info("request interrupted").await;
-        self.emitter.status("interrupted").await;
+        self.emitter.status(SessionStatus::Interrupted).await;
         self.start_next().await;
     }
 

@@ -3,9 +3,8 @@
 
 use super::Session;
 use crate::engine::commands;
-use crate::engine::history::TranscriptItem;
 use crate::engine::shared::Shared;
-use crate::protocol::{Event, VERSION};
+use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
 impl Session {
     pub(super) async fn emit_startup(&mut self, errors: Vec<String>) {
@@ -25,7 +24,7 @@ impl Session {
     }
 
     /// `startup`, `model_status`, `command_list`, `approval_mode`, `mcp_servers`.
-    fn startup_batch(&self, mode: crate::config::ApprovalMode) -> [Event; 5] {
+    fn startup_batch(&self, mode: ApprovalMode) -> [Event; 5] {
         let params = &self.params;
         [
             Event::Startup {
@@ -41,9 +40,7 @@ impl Session {
             Event::CommandList {
                 commands: commands::command_list(),
             },
-            Event::ApprovalMode {
-                mode: mode.to_string(),
-            },
+            Event::ApprovalMode { mode },
             Event::McpServers {
                 servers: Vec::new(),
             },
@@ -81,20 +78,18 @@ impl Session {
             .await;
     }
 
-    pub(super) fn transcript_items(&self) -> Vec<serde_json::Value> {
+    pub(super) fn transcript_items(&self) -> Vec<TranscriptItem> {
         self.emitter
-            .change(|shared| shared.history.transcript_json())
+            .change(|shared| shared.history.transcript.clone())
     }
 }
 
-fn transcript_with_streaming(shared: &Shared) -> Vec<serde_json::Value> {
-    let mut items = shared.history.transcript_json();
-    if let Some(text) = &shared.streaming
-        && let Ok(item) = serde_json::to_value(TranscriptItem::Assistant {
+fn transcript_with_streaming(shared: &Shared) -> Vec<TranscriptItem> {
+    let mut items = shared.history.transcript.clone();
+    if let Some(text) = &shared.streaming {
+        items.push(TranscriptItem::Assistant {
             content: text.clone(),
-        })
-    {
-        items.push(item);
+        });
     }
     items
 }
