@@ -477,3 +477,28 @@ async fn mistral_parts_in_a_non_streamed_reply() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_streamed_refusal_is_the_reply() {
+    let (base_url, _server) = serve_once(sse_response(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"refusal":"Not something I can do."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]))
+    .await;
+    let items: Vec<_> = OpenAiClient::new("openai", &base_url)
+        .stream(&request(vec![user("x")]))
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(
+        items,
+        vec![
+            ModelEvent::TextDelta("Not something I can do.".into()),
+            ModelEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}

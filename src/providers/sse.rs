@@ -5,7 +5,7 @@
 //! stream `reasoning_content`, OpenRouter and Ollama `reasoning` (a string or an object),
 //! some send a whole tool call in one chunk, repeat its id, or leave out `index`; usage
 //! arrives in a chunk of its own *after* the one carrying `finish_reason`; Mistral sends
-//! `content` as a list of typed parts. So the parser
+//! `content` as a list of typed parts, OpenAI a refusal in `refusal`. So the parser
 //! tolerates anything it does not understand (a garbled chunk is logged and skipped) and
 //! only decides at the end whether the reply is complete.
 
@@ -81,6 +81,11 @@ impl ChunkParser {
                 events.push(ModelEvent::ReasoningDelta(reasoning.to_owned()));
             }
             push_content(delta.get("content"), &mut events);
+            // A refusal is the model's answer, only in another field: dropping it would
+            // leave the user looking at an empty reply.
+            if let Some(refusal) = non_empty_str(delta.get("refusal")) {
+                events.push(ModelEvent::TextDelta(refusal.to_owned()));
+            }
             if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
                 for call in calls {
                     self.push_call(call, &mut events);
@@ -698,6 +703,31 @@ mod tests {
             events.last(),
             Some(&ModelEvent::Finished(FinishReason::Stop))
         );
+    }
+
+    #[test]
+    fn refusal_is_shown_as_the_reply() {
+        let events = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"refusal":"I can't"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"refusal":" help with that."},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::TextDelta("I can't".into()),
+                ModelEvent::TextDelta(" help with that.".into()),
+                ModelEvent::Finished(FinishReason::Stop),
+            ]
+        );
+        let whole = run(&[
+            r#"{"choices":[{"message":{"role":"assistant","content":null,"refusal":"No."},"finish_reason":"stop"}]}"#,
+        ])
+        .unwrap();
+        assert_eq!(text(&whole), "No.");
     }
 
     #[test]
