@@ -209,6 +209,17 @@ pub struct ModelConfig {
     pub output_price: Option<f64>,
 }
 
+/// Whether `url` can be a provider's `base_url`. Anything else is refused rather than
+/// guessed at: `localhost:8000/v1` with `http://` assumed could as well have meant
+/// `https://`, and a guess that sends an API key in clear text is not ours to make.
+/// (The scheme is case-insensitive, as URLs have it.)
+pub fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    })
+}
+
 /// The outcome of reading `config.toml`: always a usable config, plus what went wrong.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedConfig {
@@ -395,8 +406,20 @@ impl<'t> Reader<'t> {
                 &[("kind", "openai")],
                 Scope::Provider(name),
             );
-            if read.is_none() {
+            let Some(read) = read else {
                 dropped.push(name.to_owned());
+                continue;
+            };
+            if read.kind == ProviderKind::Openai
+                && let Some(url) = read.base_url.as_deref()
+                && !is_http_url(url)
+            {
+                let at = table.get("base_url").map(Spanned::span);
+                let what = format!(
+                    "{} must start with http:// or https:// (got {url:?})",
+                    key_path(&path, "base_url")
+                );
+                self.report(at, what, false, Scope::Provider(name));
             }
         }
         for name in dropped {
@@ -705,6 +728,31 @@ script = "a.jsonl"
             loaded.problems
         );
         assert!(loaded.config.model.is_none());
+    }
+
+    #[test]
+    fn base_url_needs_an_http_scheme() {
+        for good in [
+            "http://127.0.0.1:8000/v1",
+            "https://api.openai.com/v1",
+            "HTTPS://x",
+        ] {
+            assert!(is_http_url(good), "{good}");
+        }
+        for bad in [
+            "localhost:8000/v1",
+            "",
+            "http:/x",
+            " https://x",
+            "ftp://x",
+            "é",
+        ] {
+            assert!(!is_http_url(bad), "{bad}");
+        }
+        // Only where it is used: a replay provider has no server.
+        let text = "[providers.r]\nkind = \"replay\"\nbase_url = \"nowhere\"\n";
+        let loaded = LoadedConfig::parse(Path::new("c.toml"), text);
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     }
 
     #[test]

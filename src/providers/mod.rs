@@ -33,6 +33,7 @@ pub use replay::ReplayClient;
 
 const OPENAI: &str = "openai";
 const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
+const OPENAI_BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The model a session starts on when only `OPENAI_API_KEY` is set.
 const DEFAULT_OPENAI_MODEL: &str = "openai/gpt-5.5";
@@ -81,7 +82,7 @@ impl Catalog {
             })
             .collect();
         let base_url = env
-            .get("OPENAI_BASE_URL")
+            .get(OPENAI_BASE_URL_ENV)
             .filter(|url| !url.is_empty())
             .map_or(DEFAULT_OPENAI_BASE_URL, String::as_str);
         let mut openai = bare_provider(ProviderKind::Openai);
@@ -221,6 +222,24 @@ impl Catalog {
                     .base_url
                     .as_deref()
                     .unwrap_or(DEFAULT_OPENAI_BASE_URL);
+                // `LoadedConfig` already marks a config provider with such a URL broken;
+                // this also covers `OPENAI_BASE_URL`, which only the built-in one reads.
+                if !crate::config::is_http_url(base_url) {
+                    let message = if provider.builtin {
+                        format!(
+                            "provider {name:?} cannot be used: {OPENAI_BASE_URL_ENV} must start \
+                             with http:// or https:// (got {base_url:?})"
+                        )
+                    } else {
+                        format!(
+                            "provider {name:?} cannot be used until its table in {} is fixed: \
+                             providers.{name}.base_url must start with http:// or https:// \
+                             (got {base_url:?})",
+                            self.config_path.display()
+                        )
+                    };
+                    return (Arc::new(Unusable(message)), "ready");
+                }
                 let mut client = OpenAiClient::new(name, base_url)
                     .headers(&config.headers)
                     .include_usage(config.include_usage.unwrap_or(true));

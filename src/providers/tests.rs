@@ -365,6 +365,42 @@ fn after_a_broken_config_the_demo_notice_says_so() {
     }
 }
 
+#[tokio::test]
+async fn a_base_url_without_http_scheme_is_a_startup_problem_and_unusable() {
+    let toml = "model = \"local/qwen\"\n[providers.local]\nkind = \"openai\"\n\
+                base_url = \"localhost:8000/v1\"\n[providers.ok]\nkind = \"openai\"\n\
+                base_url = \"HTTPS://example.com/v1\"\n";
+    let loaded = LoadedConfig::parse(Path::new(CONFIG_PATH), toml);
+    assert_eq!(
+        loaded.problems,
+        [format!(
+            "config error in {CONFIG_PATH} line 4: providers.local.base_url must start with \
+             http:// or https:// (got \"localhost:8000/v1\"); provider \"local\" cannot be \
+             used until this is fixed"
+        )]
+    );
+    let local = catalog_of_broken(toml, &[]).default_model().unwrap();
+    assert_eq!(local.full_name(), "local/qwen");
+    assert_eq!(
+        first_error(&local).await,
+        ModelError::fatal(format!(
+            "provider \"local\" cannot be used until its table in {CONFIG_PATH} is fixed: \
+             providers.local.base_url must start with http:// or https:// (got \
+             \"localhost:8000/v1\")"
+        ))
+    );
+
+    let from_env = catalog("", &[("OPENAI_BASE_URL", "api.example.com/v1")]);
+    let openai = from_env.resolve("openai/gpt-5.5", None).unwrap();
+    assert_eq!(
+        first_error(&openai).await,
+        ModelError::fatal(
+            "provider \"openai\" cannot be used: OPENAI_BASE_URL must start with http:// or \
+             https:// (got \"api.example.com/v1\")"
+        )
+    );
+}
+
 #[test]
 fn truncate_counts_characters() {
     assert_eq!(truncate("héllo", 3), "hél…");
