@@ -1,9 +1,11 @@
 //! The shell classifier: is a command line read-only, mutating, or dangerous?
 //!
 //! The approval policy runs read-only commands without asking, asks for mutating ones
-//! (depending on the mode) and always asks for dangerous ones. So the two directions
-//! fail differently: calling a mutating command read-only lets it run unasked, calling a
-//! read-only command mutating only costs a question. Hence the rules:
+//! (depending on the mode) and asks for dangerous ones even in `auto`; only
+//! `full-access` runs them unasked, as it runs everything (plan mode refuses both).
+//! So the two directions fail differently: calling a mutating command read-only lets it
+//! run unasked, calling a read-only command mutating only costs a question. Hence the
+//! rules:
 //! - **Read-only** needs proof: the line lexes cleanly ([`lex`], [`parse`]), every
 //!   simple command is a known program whose arguments are known to be safe ([`rules`],
 //!   [`sed`], [`git`]), no output goes to a file (`>/dev/null`, `2>&1` are fine),
@@ -43,7 +45,7 @@ use super::files::normalize_lexically;
 pub enum ShellClass {
     ReadOnly,
     Mutating,
-    /// Asks even in the most permissive mode; says why.
+    /// Asks even in `auto` (only `full-access` runs it unasked); says why.
     Dangerous(String),
 }
 
