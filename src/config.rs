@@ -171,8 +171,9 @@ pub struct ProviderConfig {
     pub include_usage: Option<bool>,
     /// Transient failures are retried this many times before the turn fails.
     pub max_retries: Option<u32>,
-    /// First retry delay in milliseconds; doubles with every attempt (capped at 30 s)
-    /// unless the server sends `retry-after`.
+    /// First retry delay in milliseconds; doubles with every attempt. A `retry-after`
+    /// from the server replaces it. Either way the engine caps a pause at 60 s
+    /// (`MAX_RETRY_DELAY` in `engine/turn.rs`), so a turn never looks frozen.
     pub retry_base_delay_ms: Option<u64>,
     /// A stream that sends nothing for this many seconds is cut and counts as a
     /// transient failure.
