@@ -400,6 +400,8 @@ impl<'t> Reader<'t> {
                     }
                 }
             }
+            // `kind` is required, so every other key is tried beside a stand-in `kind`;
+            // the real one is checked when the rest is read.
             let read = self.prune::<ProviderConfig>(
                 &path,
                 table,
