@@ -1,13 +1,19 @@
 //! The profile directory and `config.toml`.
 //!
-//! Loading never fails: a missing file means defaults, and a broken one yields
-//! defaults plus a problem message naming the file and line, which the engine reports as
-//! an `error` event in its startup batch. A front-end must always get a working session.
+//! Loading never fails: a missing file means defaults, and a broken one yields what could
+//! be read plus one problem message per problem, naming the file and line, which the
+//! engine reports as `error` events in its startup batch. A front-end must always get a
+//! working session.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use toml::Spanned;
+use toml::de::{DeString, DeTable, DeValue, ValueDeserializer};
 
 /// Where a user's jucode state lives: `$JUCODE_HOME`, else `~/.jucode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,8 +131,9 @@ pub struct ProviderConfig {
     pub include_usage: Option<bool>,
     /// Transient failures are retried this many times before the turn fails.
     pub max_retries: Option<u32>,
-    /// First retry delay in milliseconds; doubles with every attempt (capped at 30 s)
-    /// unless the server sends `retry-after`.
+    /// First retry delay in milliseconds; doubles with every attempt. A `retry-after`
+    /// from the server replaces it. Either way the engine caps a pause at 60 s
+    /// (`MAX_RETRY_DELAY` in `engine/turn.rs`), so a turn never looks frozen.
     pub retry_base_delay_ms: Option<u64>,
     /// A stream that sends nothing for this many seconds is cut and counts as a
     /// transient failure.
@@ -163,11 +170,28 @@ pub struct ModelConfig {
     pub output_price: Option<f64>,
 }
 
+/// Whether `url` can be a provider's `base_url`. Anything else is refused rather than
+/// guessed at: `localhost:8000/v1` with `http://` assumed could as well have meant
+/// `https://`, and a guess that sends an API key in clear text is not ours to make.
+/// (The scheme is case-insensitive, as URLs have it.)
+pub fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    })
+}
+
 /// The outcome of reading `config.toml`: always a usable config, plus what went wrong.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedConfig {
+    /// Every setting that could be read; a broken one is left at its default.
     pub config: Config,
+    /// One message per problem, naming the file and line, in file order.
     pub problems: Vec<String>,
+    /// Providers whose table has a problem, with what is wrong (for the error of every
+    /// request to them). They stay known, so the session does not fall back to another
+    /// provider (for `[providers.openai]`, the built-in one) the user did not ask for.
+    pub broken_providers: BTreeMap<String, String>,
 }
 
 impl LoadedConfig {
@@ -176,40 +200,303 @@ impl LoadedConfig {
             Ok(text) => Self::parse(path, &text),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Self::default(),
             Err(err) => Self {
-                config: Config::default(),
                 problems: vec![format!(
                     "cannot read config file {}: {err}; using defaults",
                     path.display()
                 )],
+                ..Self::default()
             },
         }
     }
 
+    /// Reads as much of `text` as possible. Broken TOML leaves nothing to go on (one
+    /// problem, all defaults). Otherwise every key is checked on its own, so each bad
+    /// key is reported, not only the first, and the good ones are kept: a typo in one
+    /// setting must not silently reset all the others.
     pub fn parse(path: &Path, text: &str) -> Self {
-        match toml::from_str::<Config>(text) {
-            Ok(config) => Self {
-                config,
-                problems: Vec::new(),
-            },
+        let mut root = match DeTable::parse(text) {
+            Ok(root) => root,
             Err(err) => {
-                let location = err
-                    .span()
-                    .map(|span| {
-                        let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                        format!(" line {line}")
-                    })
-                    .unwrap_or_default();
+                let location = line_of(text, err.span());
                 let message = err.message().trim_end();
-                Self {
-                    config: Config::default(),
+                return Self {
                     problems: vec![format!(
                         "config error in {}{location}: {message}; using defaults",
                         path.display()
                     )],
+                    ..Self::default()
+                };
+            }
+        };
+        let mut reader = Reader {
+            text,
+            problems: Vec::new(),
+            broken_providers: BTreeMap::new(),
+        };
+        let span = root.span();
+        let table = root.get_mut();
+        // Innermost tables first: a pruned table then passes its parent's check.
+        if let Some(providers) = table.get_mut("providers")
+            && let DeValue::Table(providers) = providers.get_mut()
+        {
+            reader.providers(providers);
+        }
+        if let Some(daemon) = table.get_mut("daemon") {
+            let span = daemon.span();
+            if let DeValue::Table(daemon) = daemon.get_mut() {
+                reader.prune::<DaemonConfig>("daemon", daemon, span, &[], Scope::Settings);
+            }
+        }
+        let config = reader
+            .prune::<Config>("", table, span, &[], Scope::Settings)
+            .unwrap_or_default();
+        let mut problems = reader.problems;
+        // File order reads best, whatever order the checks ran in.
+        problems.sort_by_key(|(at, _)| *at);
+        Self {
+            config,
+            problems: problems
+                .into_iter()
+                .map(|(at, what)| {
+                    let location = line_of(text, at.map(|at| at..at));
+                    format!("config error in {}{location}: {what}", path.display())
+                })
+                .collect(),
+            broken_providers: reader
+                .broken_providers
+                .into_iter()
+                .filter_map(|(name, mut problems)| {
+                    // The first in the file; the startup errors list them all.
+                    problems.sort_by_key(|(at, _)| *at);
+                    let (_, first) = problems.first()?;
+                    let summary = match problems.len() - 1 {
+                        0 => first.clone(),
+                        more => format!("{first} (and {more} more)"),
+                    };
+                    Some((name, summary))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Where a problem lies, and so what its consequence is.
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    /// A top-level or `[daemon]` setting: it falls back to its default.
+    Settings,
+    /// Anything under `[providers.<name>]`: the provider cannot be used, since guessing
+    /// what a half-read provider table meant (say, the default `base_url` in place of a
+    /// broken one) could send the conversation and its key to another server.
+    Provider(&'a str),
+}
+
+/// Collects the problems of one file.
+struct Reader<'t> {
+    text: &'t str,
+    /// Byte offset (for the line) and message, without the file.
+    problems: Vec<(Option<usize>, String)>,
+    /// The problems of each broken provider, as in `problems`.
+    broken_providers: BTreeMap<String, Vec<(Option<usize>, String)>>,
+}
+
+impl<'t> Reader<'t> {
+    /// Records a problem; `unknown` says it is a key that does not exist at all.
+    fn report(
+        &mut self,
+        span: Option<Range<usize>>,
+        what: String,
+        unknown: bool,
+        scope: Scope<'_>,
+    ) {
+        let at = span.map(|span| span.start.min(self.text.len()));
+        let consequence = match scope {
+            Scope::Settings if unknown => "ignored".to_owned(),
+            Scope::Settings => "using the default".to_owned(),
+            Scope::Provider(name) => {
+                self.broken_providers
+                    .entry(name.to_owned())
+                    .or_default()
+                    .push((at, what.clone()));
+                format!("provider {name:?} cannot be used until this is fixed")
+            }
+        };
+        self.problems.push((at, format!("{what}; {consequence}")));
+    }
+
+    /// `[providers]`: each provider on its own, its models first. A provider whose own
+    /// table cannot be read at all (no `kind`, say) is dropped from the config but stays
+    /// in [`LoadedConfig::broken_providers`].
+    fn providers(&mut self, providers: &mut DeTable<'_>) {
+        let mut dropped = Vec::new();
+        for (name, provider) in providers.iter_mut() {
+            let name: &str = name.get_ref();
+            let path = key_path("providers", name);
+            let span = provider.span();
+            let DeValue::Table(table) = provider.get_mut() else {
+                let what = format!(
+                    "{path}: expected a table, found {}",
+                    provider.get_ref().type_str()
+                );
+                self.report(Some(span), what, false, Scope::Provider(name));
+                dropped.push(name.to_owned());
+                continue;
+            };
+            // A model that is not a table is left to the provider's check of `models`.
+            if let Some(models) = table.get_mut("models")
+                && let DeValue::Table(models) = models.get_mut()
+            {
+                for (model, settings) in models.iter_mut() {
+                    let model_path = key_path(&key_path(&path, "models"), model.get_ref());
+                    let settings_span = settings.span();
+                    if let DeValue::Table(settings) = settings.get_mut() {
+                        self.prune::<ModelConfig>(
+                            &model_path,
+                            settings,
+                            settings_span,
+                            &[],
+                            Scope::Provider(name),
+                        );
+                    }
                 }
+            }
+            // `kind` is required, so every other key is tried beside a stand-in `kind`;
+            // the real one is checked when the rest is read.
+            let read = self.prune::<ProviderConfig>(
+                &path,
+                table,
+                span,
+                &[("kind", "openai")],
+                Scope::Provider(name),
+            );
+            let Some(read) = read else {
+                dropped.push(name.to_owned());
+                continue;
+            };
+            if read.kind == ProviderKind::Openai
+                && let Some(url) = read.base_url.as_deref()
+                && !is_http_url(url)
+            {
+                let at = table.get("base_url").map(Spanned::span);
+                let what = format!(
+                    "{} must start with http:// or https:// (got {url:?})",
+                    key_path(&path, "base_url")
+                );
+                self.report(at, what, false, Scope::Provider(name));
+            }
+        }
+        for name in dropped {
+            providers.remove(name.as_str());
+        }
+    }
+
+    /// Drops (and reports) every key of `table` that `T` rejects, each tried on its own
+    /// beside `stand_ins` (values for required keys, so that a probe is complete), then
+    /// reads `T` from what is left. Trying keys one by one is what lets one bad key
+    /// neither hide the problems of the others nor take their values down with it.
+    fn prune<T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        table: &mut DeTable<'_>,
+        span: Range<usize>,
+        stand_ins: &[(&'static str, &'static str)],
+        scope: Scope<'_>,
+    ) -> Option<T> {
+        let mut rejected = Vec::new();
+        for (spanned_key, value) in table.iter() {
+            let key: &str = spanned_key.get_ref();
+            if stand_ins.iter().any(|(name, _)| *name == key) {
+                continue;
+            }
+            let probe: DeTable<'_> = stand_ins
+                .iter()
+                .map(|(name, value)| {
+                    let value = DeValue::String(Cow::Borrowed(*value));
+                    (spanned_str(name), Spanned::new(0..0, value))
+                })
+                .chain([(spanned_key.clone(), value.clone())])
+                .collect();
+            if let Err(err) = read::<T>(probe, span.clone()) {
+                let unknown = err.message().starts_with("unknown field");
+                let what = describe(path, key, unknown, &err);
+                let at = err.span().or_else(|| Some(value.span()));
+                self.report(at, what, unknown, scope);
+                rejected.push(key.to_owned());
+            }
+        }
+        for key in rejected {
+            table.remove(key.as_str());
+        }
+        // What is left passed key by key, so only the stand-ins' keys can fail here.
+        match read::<T>(table.clone(), span.clone()) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                let message = err.message().trim_end();
+                let what = if path.is_empty() {
+                    message.to_owned()
+                } else {
+                    format!("{path}: {message}")
+                };
+                self.report(err.span().or(Some(span)), what, false, scope);
+                None
             }
         }
     }
+}
+
+fn read<T: DeserializeOwned>(table: DeTable<'_>, span: Range<usize>) -> Result<T, toml::de::Error> {
+    T::deserialize(ValueDeserializer::from(Spanned::new(
+        span,
+        DeValue::Table(table),
+    )))
+}
+
+fn spanned_str<'i>(text: &'i str) -> Spanned<DeString<'i>> {
+    Spanned::new(0..0, Cow::Borrowed(text))
+}
+
+/// What is wrong with `key` under `path`. serde names an unknown key itself, so it is
+/// placed under its table; any other message is about the key's value.
+fn describe(path: &str, key: &str, unknown: bool, err: &toml::de::Error) -> String {
+    let message = err.message().trim_end();
+    let at = if unknown {
+        path.to_owned()
+    } else {
+        key_path(path, key)
+    };
+    if at.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{at}: {message}")
+    }
+}
+
+/// `parent.key`, quoting `key` the way TOML needs when it is not a bare key.
+fn key_path(parent: &str, key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let key = if bare {
+        key.to_owned()
+    } else {
+        format!("{key:?}")
+    };
+    if parent.is_empty() {
+        key
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// ` line N` for a byte span of `text`, or nothing when there is no span.
+fn line_of(text: &str, span: Option<Range<usize>>) -> String {
+    span.map(|span| {
+        let before = &text.as_bytes()[..span.start.min(text.len())];
+        let line = before.iter().filter(|&&byte| byte == b'\n').count() + 1;
+        format!(" line {line}")
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -264,10 +551,113 @@ script = "replies.jsonl"
             "{problem}"
         );
         assert!(problem.contains("sometimes"), "{problem}");
-        assert!(
-            loaded.config.model.is_none(),
-            "a broken file means defaults"
+        assert!(problem.ends_with("; using the default"), "{problem}");
+        assert_eq!(loaded.config.approval_mode, None);
+        assert_eq!(
+            loaded.config.model.as_deref(),
+            Some("a/b"),
+            "a bad key does not reset the good ones"
         );
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_file_order_and_good_keys_are_kept() {
+        let text = r#"model = "local/qwen"
+approval_mode = 3
+modle = "typo"
+[daemon]
+max_client_lines = "many"
+max_client_bytes = 4096
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+context_window = "big"
+api_kye = "k"
+[providers.local.models.qwen]
+output_price = "free"
+[providers.nokind]
+base_url = "http://127.0.0.1:9000/v1"
+[providers.fine]
+kind = "replay"
+script = "a.jsonl"
+"#;
+        let loaded = LoadedConfig::parse(Path::new("/p/config.toml"), text);
+        let wanted = [
+            (
+                "line 2: approval_mode: wanted string or table",
+                "; using the default",
+            ),
+            ("line 3: unknown field `modle`", "; ignored"),
+            (
+                "line 5: daemon.max_client_lines: invalid type",
+                "; using the default",
+            ),
+            (
+                "line 10: providers.local.context_window: invalid type",
+                "; provider \"local\" cannot be used until this is fixed",
+            ),
+            (
+                "line 11: providers.local: unknown field `api_kye`",
+                "; provider \"local\" cannot be used until this is fixed",
+            ),
+            (
+                "line 13: providers.local.models.qwen.output_price: invalid type",
+                "; provider \"local\" cannot be used until this is fixed",
+            ),
+            (
+                "line 14: providers.nokind: missing field `kind`",
+                "; provider \"nokind\" cannot be used until this is fixed",
+            ),
+        ];
+        assert_eq!(
+            loaded.problems.len(),
+            wanted.len(),
+            "{:#?}",
+            loaded.problems
+        );
+        for (problem, (start, end)) in loaded.problems.iter().zip(wanted) {
+            let start = format!("config error in /p/config.toml {start}");
+            assert!(
+                problem.starts_with(&start) && problem.ends_with(end),
+                "{problem:?} should start with {start:?} and end with {end:?}"
+            );
+        }
+        let config = &loaded.config;
+        assert_eq!(config.model.as_deref(), Some("local/qwen"));
+        assert_eq!(config.approval_mode, None);
+        assert_eq!(config.daemon.max_client_lines, None);
+        assert_eq!(config.daemon.max_client_bytes, Some(4096));
+        let local = &config.providers["local"];
+        assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:8000/v1"));
+        assert_eq!(local.context_window, None);
+        assert!(local.models.contains_key("qwen"));
+        assert!(!config.providers.contains_key("nokind"));
+        assert_eq!(config.providers["fine"].kind, ProviderKind::Replay);
+    }
+
+    #[test]
+    fn broken_providers_are_listed_with_their_first_problem() {
+        let text = "[providers.local]\nkind = \"openai\"\nbase_url = 8000\nheaders = 1\n\
+                    [providers.openai]\nkind = \"anthropic\"\n[providers.ok]\nkind = \"openai\"\n";
+        let loaded = LoadedConfig::parse(Path::new("c.toml"), text);
+        assert_eq!(loaded.problems.len(), 3, "{:#?}", loaded.problems);
+        assert_eq!(
+            loaded.broken_providers,
+            BTreeMap::from([
+                (
+                    "local".to_owned(),
+                    "providers.local.base_url: invalid type: integer `8000`, expected a string \
+                     (and 1 more)"
+                        .to_owned()
+                ),
+                (
+                    "openai".to_owned(),
+                    "providers.openai: unknown variant `anthropic`, expected `openai` or `replay`"
+                        .to_owned()
+                ),
+            ])
+        );
+        assert!(loaded.config.providers.contains_key("ok"));
     }
 
     #[test]
@@ -278,12 +668,54 @@ script = "replies.jsonl"
             "{:?}",
             loaded.problems
         );
+        assert_eq!(loaded.problems.len(), 1);
+        assert!(loaded.problems[0].ends_with("; using defaults"));
         let loaded = LoadedConfig::parse(Path::new("c.toml"), "a = 1\nmodle = \"x\"\n");
+        assert_eq!(loaded.problems.len(), 2, "{:?}", loaded.problems);
         assert!(
-            loaded.problems[0].contains("line 1"),
+            loaded.problems[0].starts_with("config error in c.toml line 1: unknown field `a`"),
             "{:?}",
             loaded.problems
         );
+        assert!(
+            loaded.problems[1].starts_with("config error in c.toml line 2: unknown field `modle`"),
+            "{:?}",
+            loaded.problems
+        );
+        // Broken TOML: nothing can be trusted, not even the keys before the error.
+        let loaded = LoadedConfig::parse(Path::new("c.toml"), "model = \"a/b\"\n[x\n");
+        assert_eq!(loaded.problems.len(), 1, "{:?}", loaded.problems);
+        assert!(
+            loaded.problems[0].contains("line 2"),
+            "{:?}",
+            loaded.problems
+        );
+        assert!(loaded.config.model.is_none());
+    }
+
+    #[test]
+    fn base_url_needs_an_http_scheme() {
+        for good in [
+            "http://127.0.0.1:8000/v1",
+            "https://api.openai.com/v1",
+            "HTTPS://x",
+        ] {
+            assert!(is_http_url(good), "{good}");
+        }
+        for bad in [
+            "localhost:8000/v1",
+            "",
+            "http:/x",
+            " https://x",
+            "ftp://x",
+            "é",
+        ] {
+            assert!(!is_http_url(bad), "{bad}");
+        }
+        // Only where it is used: a replay provider has no server.
+        let text = "[providers.r]\nkind = \"replay\"\nbase_url = \"nowhere\"\n";
+        let loaded = LoadedConfig::parse(Path::new("c.toml"), text);
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     }
 
     #[test]

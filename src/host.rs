@@ -41,9 +41,13 @@ pub fn new_session_id() -> String {
 
 pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParams {
     let config_path = profile.config_path();
-    let loaded = LoadedConfig::load(&config_path);
-    let mut startup_errors = loaded.problems;
-    let config = loaded.config;
+    let LoadedConfig {
+        config,
+        problems,
+        broken_providers,
+    } = LoadedConfig::load(&config_path);
+    let config_broken = !problems.is_empty();
+    let mut startup_errors = problems;
 
     let today = prompt::today();
     let (cwd, system_prompt) = if options.chat || is_inside(&options.cwd, &profile.chats_dir()) {
@@ -72,7 +76,8 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
         profile.dir.clone(),
         config_path.clone(),
         env.clone(),
-    );
+    )
+    .config_problems(config_broken, &broken_providers);
     SessionParams {
         session_id: new_session_id(),
         cwd,

@@ -175,7 +175,10 @@ pub struct ModelInfo {
 /// How the engine treats a provider's transient failures and silences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
+    /// Retries after the first attempt; not capped.
     pub max_retries: u32,
+    /// The pause before the first retry, doubled for each later one. The engine caps
+    /// every pause (this one doubled, or a server's `retry-after`) at 60 s.
     pub base_delay: Duration,
     /// A stream silent for this long is cut and counts as a transient failure.
     pub idle_timeout: Duration,

@@ -116,6 +116,8 @@ pub enum ModelState {
     Ready,
     /// The provider needs an API key it does not have.
     MissingApiKey,
+    /// The provider's table in the config is broken (the startup errors say how).
+    InvalidConfig,
 }
 
 /// The `message` of a `status` event: what the session is doing. `ready` ends a turn.

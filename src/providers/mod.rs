@@ -16,8 +16,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{self, BoxFuture, FutureExt};
+
 use crate::config::{Config, ProviderConfig, ProviderKind};
-use crate::engine::{ModelCatalog, ModelClient, ModelInfo, ResolvedModel, RetryPolicy};
+use crate::engine::{
+    ChatRequest, ModelCatalog, ModelClient, ModelError, ModelInfo, ModelStream, ResolvedModel,
+    RetryPolicy,
+};
 use crate::protocol::ModelState;
 
 mod openai;
@@ -29,6 +34,7 @@ pub use replay::ReplayClient;
 
 const OPENAI: &str = "openai";
 const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
+const OPENAI_BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The model a session starts on when only `OPENAI_API_KEY` is set.
 const DEFAULT_OPENAI_MODEL: &str = "openai/gpt-5.5";
@@ -45,12 +51,16 @@ pub struct Catalog {
     config_path: PathBuf,
     /// The session's environment (a daemon session uses its client's, not ours).
     env: Arc<HashMap<String, String>>,
+    /// `config.toml` had problems, so "nothing is configured" may not be true.
+    config_broken: bool,
 }
 
 struct Provider {
     config: ProviderConfig,
     /// Defined by jucode rather than by `[providers.<name>]`.
     builtin: bool,
+    /// Why every request must fail: its table in `config.toml` has a problem.
+    broken: Option<String>,
 }
 
 impl Catalog {
@@ -67,12 +77,13 @@ impl Catalog {
                 let provider = Provider {
                     config: config.clone(),
                     builtin: false,
+                    broken: None,
                 };
                 (name.clone(), provider)
             })
             .collect();
         let base_url = env
-            .get("OPENAI_BASE_URL")
+            .get(OPENAI_BASE_URL_ENV)
             .filter(|url| !url.is_empty())
             .map_or(DEFAULT_OPENAI_BASE_URL, String::as_str);
         let mut openai = bare_provider(ProviderKind::Openai);
@@ -85,6 +96,7 @@ impl Catalog {
             providers.entry(name.to_owned()).or_insert(Provider {
                 config,
                 builtin: true,
+                broken: None,
             });
         }
         Self {
@@ -93,7 +105,35 @@ impl Catalog {
             profile_dir,
             config_path,
             env,
+            config_broken: false,
         }
+    }
+
+    /// Takes in what went wrong reading `config.toml` ([`crate::config::LoadedConfig`]):
+    /// whether anything did, and the providers whose tables are broken. Those stay
+    /// resolvable but fail every request, naming the problem: falling back to another
+    /// provider, or to a guess at what the table meant, would send the conversation
+    /// somewhere the user did not choose.
+    pub fn config_problems(
+        mut self,
+        any: bool,
+        broken_providers: &BTreeMap<String, String>,
+    ) -> Self {
+        self.config_broken = any;
+        for (name, problem) in broken_providers {
+            let provider = self.providers.entry(name.clone()).or_insert(Provider {
+                config: bare_provider(ProviderKind::Openai),
+                builtin: false,
+                broken: None,
+            });
+            if provider.builtin {
+                // A broken `[providers.openai]` must not quietly become the built-in one.
+                provider.config = bare_provider(ProviderKind::Openai);
+                provider.builtin = false;
+            }
+            provider.broken = Some(problem.clone());
+        }
+        self
     }
 
     /// Splits `provider/model` at the first `/` (model names may contain more), or
@@ -152,6 +192,15 @@ impl Catalog {
     /// The client of `provider`, and its `model_status.state`.
     fn client(&self, name: &str, provider: &Provider) -> (Arc<dyn ModelClient>, ModelState) {
         let config = &provider.config;
+        if let Some(problem) = &provider.broken {
+            let message = format!(
+                "provider {name:?} cannot be used until its table in {} is fixed: {problem}",
+                self.config_path.display()
+            );
+            // The startup `error` events already named every problem; the state tells a
+            // status bar why requests will fail.
+            return (Arc::new(Unusable(message)), ModelState::InvalidConfig);
+        }
         match config.kind {
             ProviderKind::Replay => {
                 let client = match &config.script {
@@ -174,6 +223,24 @@ impl Catalog {
                     .base_url
                     .as_deref()
                     .unwrap_or(DEFAULT_OPENAI_BASE_URL);
+                // `LoadedConfig` already marks a config provider with such a URL broken;
+                // this also covers `OPENAI_BASE_URL`, which only the built-in one reads.
+                if !crate::config::is_http_url(base_url) {
+                    let message = if provider.builtin {
+                        format!(
+                            "provider {name:?} cannot be used: {OPENAI_BASE_URL_ENV} must start \
+                             with http:// or https:// (got {base_url:?})"
+                        )
+                    } else {
+                        format!(
+                            "provider {name:?} cannot be used until its table in {} is fixed: \
+                             providers.{name}.base_url must start with http:// or https:// \
+                             (got {base_url:?})",
+                            self.config_path.display()
+                        )
+                    };
+                    return (Arc::new(Unusable(message)), ModelState::InvalidConfig);
+                }
                 let mut client = OpenAiClient::new(name, base_url)
                     .headers(&config.headers)
                     .include_usage(config.include_usage.unwrap_or(true));
@@ -216,7 +283,15 @@ impl ModelCatalog for Catalog {
     fn default_model(&self) -> Result<ResolvedModel, String> {
         let (name, is_demo) = self.default_name();
         let mut resolved = self.resolve(name, None)?;
-        if is_demo {
+        if is_demo && self.config_broken {
+            // The user may well have configured a model: the file is what failed.
+            resolved.notice = Some(format!(
+                "The config file {} could not be read completely (see the errors above), so \
+                 this session runs on jucode's offline replay demo until it is fixed: its \
+                 replies are scripted, not written by a model.",
+                self.config_path.display()
+            ));
+        } else if is_demo {
             resolved.notice = Some(format!(
                 "No model is configured, so this is jucode's offline replay demo: its replies \
                  are scripted, not written by a model. To use a real model, set \
@@ -284,6 +359,18 @@ impl ModelCatalog for Catalog {
                 Some((name, info))
             })
             .collect()
+    }
+}
+
+/// The client of a provider that cannot be used: every request fails at once.
+struct Unusable(String);
+
+impl ModelClient for Unusable {
+    fn stream(
+        &self,
+        _request: &ChatRequest,
+    ) -> BoxFuture<'static, Result<ModelStream, ModelError>> {
+        future::ready(Err(ModelError::fatal(self.0.clone()))).boxed()
     }
 }
 

@@ -452,3 +452,53 @@ async fn a_non_streamed_json_reply_is_accepted() {
         Some(&ModelEvent::Finished(FinishReason::ToolCalls))
     );
 }
+
+#[tokio::test]
+async fn mistral_parts_in_a_non_streamed_reply() {
+    let body = r#"{"object":"chat.completion","model":"magistral-small","choices":[{"index":0,"message":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Count the letters."}]},{"type":"text","text":"Five."}]},"finish_reason":"stop"}]}"#;
+    let (base_url, _server) = serve_once(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+    .await;
+    let items: Vec<_> = OpenAiClient::new("mistral", &base_url)
+        .stream(&request(vec![user("x")]))
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(
+        items,
+        vec![
+            ModelEvent::ReasoningDelta("Count the letters.".into()),
+            ModelEvent::TextDelta("Five.".into()),
+            ModelEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_refusal_is_the_reply() {
+    let (base_url, _server) = serve_once(sse_response(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"refusal":"Not something I can do."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]))
+    .await;
+    let items: Vec<_> = OpenAiClient::new("openai", &base_url)
+        .stream(&request(vec![user("x")]))
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(
+        items,
+        vec![
+            ModelEvent::TextDelta("Not something I can do.".into()),
+            ModelEvent::Finished(FinishReason::Stop),
+        ]
+    );
+}

@@ -4,7 +4,8 @@
 //! on recorded chunk sequences. Every server bends the format a little: vLLM and DeepSeek
 //! stream `reasoning_content`, OpenRouter and Ollama `reasoning` (a string or an object),
 //! some send a whole tool call in one chunk, repeat its id, or leave out `index`; usage
-//! arrives in a chunk of its own *after* the one carrying `finish_reason`. So the parser
+//! arrives in a chunk of its own *after* the one carrying `finish_reason`; Mistral sends
+//! `content` as a list of typed parts, OpenAI a refusal in `refusal`. So the parser
 //! tolerates anything it does not understand (a garbled chunk is logged and skipped) and
 //! only decides at the end whether the reply is complete.
 
@@ -79,8 +80,11 @@ impl ChunkParser {
             if let Some(reasoning) = reasoning_of(delta) {
                 events.push(ModelEvent::ReasoningDelta(reasoning.to_owned()));
             }
-            if let Some(text) = non_empty_str(delta.get("content")) {
-                events.push(ModelEvent::TextDelta(text.to_owned()));
+            push_content(delta.get("content"), &mut events);
+            // A refusal is the model's answer, only in another field: dropping it would
+            // leave the user looking at an empty reply.
+            if let Some(refusal) = non_empty_str(delta.get("refusal")) {
+                events.push(ModelEvent::TextDelta(refusal.to_owned()));
             }
             if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
                 for call in calls {
@@ -216,6 +220,51 @@ fn non_empty_str(value: Option<&Value>) -> Option<&str> {
     value
         .and_then(Value::as_str)
         .filter(|text| !text.is_empty())
+}
+
+/// The deltas of a `content` field: a string (nearly every server), or a list of typed
+/// parts (Mistral's magistral models), where `text` parts are reply text and `thinking`
+/// parts (each a list of text parts) are reasoning. Parts keep their order; parts of
+/// other types carry nothing we can show, so they are skipped.
+fn push_content(content: Option<&Value>, events: &mut Vec<ModelEvent>) {
+    let parts = match content {
+        Some(Value::String(text)) if !text.is_empty() => {
+            events.push(ModelEvent::TextDelta(text.clone()));
+            return;
+        }
+        Some(Value::Array(parts)) => parts,
+        _ => return,
+    };
+    for part in parts {
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(text) = non_empty_str(part.get("text")) {
+                    events.push(ModelEvent::TextDelta(text.to_owned()));
+                }
+            }
+            Some("thinking") => {
+                let thinking = thinking_text(part.get("thinking"));
+                if !thinking.is_empty() {
+                    events.push(ModelEvent::ReasoningDelta(thinking));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The text of a `thinking` part: its `text` sub-parts joined. A plain string is
+/// accepted too, in case a server flattens the list.
+fn thinking_text(thinking: Option<&Value>) -> String {
+    match thinking {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|part| part.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
 }
 
 /// `reasoning_content` (vLLM, DeepSeek) wins over `reasoning` (OpenRouter, Ollama): a
@@ -594,6 +643,91 @@ mod tests {
                 ModelEvent::Finished(FinishReason::Stop),
             ]
         );
+    }
+
+    #[test]
+    fn mistral_content_parts_become_reasoning_then_text() {
+        let events = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Small sum, "}]}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"easy."},{"type":"text","text":" Answer it."}]}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"3 + 4 "},{"type":"text","text":"= 7"}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":20}}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::ReasoningDelta("Small sum, ".into()),
+                ModelEvent::ReasoningDelta("easy. Answer it.".into()),
+                ModelEvent::TextDelta("3 + 4 ".into()),
+                ModelEvent::TextDelta("= 7".into()),
+                ModelEvent::Usage(TurnUsage {
+                    input_tokens: 8,
+                    output_tokens: 20,
+                    ..TurnUsage::default()
+                }),
+                ModelEvent::Finished(FinishReason::Stop),
+            ]
+        );
+    }
+
+    #[test]
+    fn content_parts_keep_their_order_and_unknown_parts_are_skipped() {
+        let events = run(&[
+            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"before "},{"type":"thinking","thinking":[{"type":"text","text":"hmm"},{"type":"image","url":"x"}]},{"type":"reference","reference_ids":[3]},{"type":"text","text":"after"},{"text":"untyped"},"bare",{"type":"text","text":7},{"type":"thinking","thinking":"flat"}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ])
+        .unwrap();
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::TextDelta("before ".into()),
+                ModelEvent::ReasoningDelta("hmm".into()),
+                ModelEvent::TextDelta("after".into()),
+                ModelEvent::ReasoningDelta("flat".into()),
+                ModelEvent::Finished(FinishReason::Stop),
+            ]
+        );
+    }
+
+    #[test]
+    fn non_streamed_message_with_content_parts() {
+        let events = run(&[
+            r#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Greet back."}]},{"type":"text","text":"Hello!"}]},"finish_reason":"stop"}]}"#,
+        ])
+        .unwrap();
+        assert_eq!(reasoning(&events), "Greet back.");
+        assert_eq!(text(&events), "Hello!");
+        assert_eq!(
+            events.last(),
+            Some(&ModelEvent::Finished(FinishReason::Stop))
+        );
+    }
+
+    #[test]
+    fn refusal_is_shown_as_the_reply() {
+        let events = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"refusal":"I can't"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"refusal":" help with that."},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::TextDelta("I can't".into()),
+                ModelEvent::TextDelta(" help with that.".into()),
+                ModelEvent::Finished(FinishReason::Stop),
+            ]
+        );
+        let whole = run(&[
+            r#"{"choices":[{"message":{"role":"assistant","content":null,"refusal":"No."},"finish_reason":"stop"}]}"#,
+        ])
+        .unwrap();
+        assert_eq!(text(&whole), "No.");
     }
 
     #[test]

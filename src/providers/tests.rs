@@ -307,6 +307,107 @@ fn openai_base_url_comes_from_the_session_env() {
     );
 }
 
+/// A catalog from a config that has problems, set up as a session does.
+fn catalog_of_broken(toml: &str, env: &[(&str, &str)]) -> Catalog {
+    let loaded = LoadedConfig::parse(Path::new(CONFIG_PATH), toml);
+    assert!(!loaded.problems.is_empty(), "{toml} should have problems");
+    let env = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Catalog::new(
+        loaded.config,
+        PathBuf::from("/home/u/.jucode"),
+        PathBuf::from(CONFIG_PATH),
+        Arc::new(env),
+    )
+    .config_problems(true, &loaded.broken_providers)
+}
+
+#[tokio::test]
+async fn a_broken_provider_stays_selected_and_fails_every_request() {
+    let catalog = catalog_of_broken(
+        "model = \"local/qwen\"\n[providers.local]\nkind = \"openai\"\n\
+         base_url = \"http://127.0.0.1:8000/v1\"\ncontext_window = \"big\"\n\
+         [providers.openai]\nkind = \"anthropic\"\n",
+        &[("OPENAI_API_KEY", "sk-1")],
+    );
+    let local = catalog.default_model().unwrap();
+    assert_eq!(
+        (local.full_name(), local.notice.clone()),
+        ("local/qwen".into(), None)
+    );
+    assert_eq!(
+        first_error(&local).await,
+        ModelError::fatal(format!(
+            "provider \"local\" cannot be used until its table in {CONFIG_PATH} is fixed: \
+             providers.local.context_window: invalid type: string \"big\", expected u64"
+        ))
+    );
+    // A broken `[providers.openai]` is not silently replaced by the built-in one.
+    let openai = catalog.resolve("openai/gpt-5.5", None).unwrap();
+    let err = first_error(&openai).await;
+    assert_eq!(err.retry, Retry::Never);
+    assert!(
+        err.message.contains("unknown variant `anthropic`"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn after_a_broken_config_the_demo_notice_says_so() {
+    let demo = catalog_of_broken("model = 5\n", &[])
+        .default_model()
+        .unwrap();
+    assert_eq!(demo.full_name(), "replay/demo");
+    let notice = demo.notice.unwrap();
+    assert!(!notice.contains("No model is configured"), "{notice}");
+    for part in [
+        "could not be read",
+        CONFIG_PATH,
+        "offline replay demo until it is fixed",
+    ] {
+        assert!(notice.contains(part), "{part} missing from {notice}");
+    }
+}
+
+#[tokio::test]
+async fn a_base_url_without_http_scheme_is_a_startup_problem_and_unusable() {
+    let toml = "model = \"local/qwen\"\n[providers.local]\nkind = \"openai\"\n\
+                base_url = \"localhost:8000/v1\"\n[providers.ok]\nkind = \"openai\"\n\
+                base_url = \"HTTPS://example.com/v1\"\n";
+    let loaded = LoadedConfig::parse(Path::new(CONFIG_PATH), toml);
+    assert_eq!(
+        loaded.problems,
+        [format!(
+            "config error in {CONFIG_PATH} line 4: providers.local.base_url must start with \
+             http:// or https:// (got \"localhost:8000/v1\"); provider \"local\" cannot be \
+             used until this is fixed"
+        )]
+    );
+    let local = catalog_of_broken(toml, &[]).default_model().unwrap();
+    assert_eq!(local.full_name(), "local/qwen");
+    assert_eq!(
+        first_error(&local).await,
+        ModelError::fatal(format!(
+            "provider \"local\" cannot be used until its table in {CONFIG_PATH} is fixed: \
+             providers.local.base_url must start with http:// or https:// (got \
+             \"localhost:8000/v1\")"
+        ))
+    );
+
+    let from_env = catalog("", &[("OPENAI_BASE_URL", "api.example.com/v1")]);
+    let openai = from_env.resolve("openai/gpt-5.5", None).unwrap();
+    assert_eq!(
+        first_error(&openai).await,
+        ModelError::fatal(
+            "provider \"openai\" cannot be used: OPENAI_BASE_URL must start with http:// or \
+             https:// (got \"api.example.com/v1\")"
+        )
+    );
+}
+
 #[test]
 fn truncate_counts_characters() {
     assert_eq!(truncate("héllo", 3), "hél…");

@@ -14,6 +14,7 @@
 //! - Timeout: 120 s by default, at most 600 s; larger values are clamped, not refused,
 //!   since a model asking for more time means "as long as allowed".
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -21,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::args::Args;
 use super::exec::{self, End, Job};
-use super::shell::{ShellClass, classify};
+use super::shell::{ShellClass, classify_with_home};
 use crate::engine::model::ToolSpec;
 use crate::engine::{Assessment, Effect, Tool, ToolContext, ToolOutput};
 
@@ -129,7 +130,13 @@ impl Tool for Bash {
 }
 
 fn assess(command: &str, ctx: &ToolContext) -> Assessment {
-    let effect = match classify(command, &ctx.cwd) {
+    // The shell runs with the session's environment, so its `~` is the session's HOME
+    // (a daemon's own may differ); without one, bash falls back to the user's home.
+    let home = match ctx.env.get("HOME").filter(|home| !home.is_empty()) {
+        Some(home) => Some(PathBuf::from(home)),
+        None => directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf()),
+    };
+    let effect = match classify_with_home(command, &ctx.cwd, home.as_deref()) {
         ShellClass::ReadOnly => Effect::ReadOnly,
         ShellClass::Mutating => Effect::Exec { danger: None },
         ShellClass::Dangerous(reason) => Effect::Exec {

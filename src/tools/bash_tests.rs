@@ -279,6 +279,41 @@ async fn assessment_follows_the_classifier() {
 }
 
 #[tokio::test]
+async fn a_timeout_sends_sigterm_first_but_a_dropped_call_only_sigkill() {
+    // What exec.rs says: the TERM trap runs on timeout, never when the call is dropped
+    // (which is what an interrupted turn does to it).
+    let command = "trap 'echo term > got_term; exit 0' TERM; sleep 100 & wait";
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let out = bash(&ctx, command, Some(300)).await;
+    assert!(out.output.starts_with("killed: timed out after 300 ms"));
+    assert!(
+        dir.path().join("got_term").exists(),
+        "no SIGTERM on timeout"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(dir.path());
+    let recorded = format!("echo $$ > shell.pid; {command}");
+    let call = bash(&ctx, &recorded, None);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(400), call)
+            .await
+            .is_err()
+    );
+    let pid: i32 = std::fs::read_to_string(dir.path().join("shell.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(wait_gone(pid).await, "shell {pid} survived");
+    assert!(
+        !dir.path().join("got_term").exists(),
+        "a dropped call got SIGTERM"
+    );
+}
+
+#[tokio::test]
 async fn dropping_the_call_kills_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(dir.path());

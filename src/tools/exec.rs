@@ -4,8 +4,13 @@
 //! Why it works this way:
 //! - The command gets its own process group, so one `killpg` reaches everything it
 //!   started (pipelines, subshells, `cmd &`), not only the shell we spawned.
-//! - Stopping is SIGTERM to the group, a grace period for cleanup, then SIGKILL to the
-//!   group. The grace ends early once the whole group is gone.
+//! - On timeout, and when `job.cancel` fires while the run is still awaited, stopping is
+//!   SIGTERM to the group, up to [`GRACE`] for cleanup, then SIGKILL to whatever is left
+//!   of the group. The grace ends early once the shell has exited and the group is empty.
+//! - A session interrupt does not get that grace: the engine stops awaiting the call as
+//!   soon as the turn is cancelled (it drops the tool's future, see `engine/calls.rs`),
+//!   before this code can see `job.cancel`, so the drop guard below sends SIGKILL to the
+//!   group at once. No SIGTERM is sent and no `trap` handler runs.
 //! - stdout and stderr are read by two tasks that push into one shared tail in arrival
 //!   order. Reading stops once the shell has exited (or been killed) and the pipes stayed
 //!   open a moment longer: a background or escaped process may hold them for hours, and
@@ -14,9 +19,10 @@
 //!   are kept; progress has its own cap in [`Progress`].
 //! - Output is decoded as UTF-8 per pipe with a carry for sequences split across reads;
 //!   invalid bytes become U+FFFD.
-//! - If the tool future is dropped mid-run (the engine gave up on it), a guard kills the
-//!   group, so nothing outlives the turn by accident. Processes that the command put in
-//!   the background and that outlive a normal exit are left alone.
+//! - If the tool future is dropped mid-run (an interrupt, or the engine giving up on
+//!   it), a guard sends SIGKILL to the group at once, with no SIGTERM and no grace (a
+//!   destructor cannot wait), so nothing outlives the turn by accident. Processes that
+//!   the command put in the background and that outlive a normal exit are left alone.
 
 use std::collections::HashMap;
 use std::io;
@@ -154,7 +160,9 @@ fn spawn(job: &Job<'_>, shells: &[&str]) -> io::Result<Child> {
     Err(last_error)
 }
 
-/// SIGTERM to the group, grace, SIGKILL to what is left. Reaps the shell.
+/// SIGTERM to the group, up to [`GRACE`] for the shell to exit and the group to empty,
+/// then SIGKILL to what is left. Reaps the shell, waiting up to another [`GRACE`] for it
+/// after the SIGKILL if it had not exited.
 async fn terminate(pgid: Pid, child: &mut Child) {
     let _ = killpg(pgid, Signal::SIGTERM);
     let deadline = Instant::now() + GRACE;
@@ -183,7 +191,8 @@ async fn terminate(pgid: Pid, child: &mut Child) {
     }
 }
 
-/// Kills the group when the run is abandoned before the shell was reaped.
+/// Sends SIGKILL to the group (no SIGTERM, no grace) when the run is abandoned before the
+/// shell was reaped or the group was stopped.
 struct GroupGuard(Option<Pid>);
 
 impl Drop for GroupGuard {

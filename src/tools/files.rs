@@ -3,9 +3,10 @@
 //!
 //! Why it works this way:
 //! - The path in [`Effect::Edit`] is absolute and lexically normalized (`.` dropped,
-//!   `a/..` folded), so the approval policy compares like with like ("inside the
-//!   project?") without touching the file system. Symlinks are not resolved: the
-//!   policy sees what the model asked for.
+//!   `a/..` folded), and symlinks are not resolved here: the approval summary shows the
+//!   path the model asked for. The policy resolves them itself when it decides "inside
+//!   the project?" (`engine::approvals::is_inside` canonicalizes the longest existing
+//!   ancestor), so a symlink in the project that points elsewhere counts as outside.
 //! - Assessment and run both read the file afresh: the run re-validates against what is
 //!   on disk then, because the user may have edited the file while the approval waited.
 //! - Files are rewritten in place (truncate and write) rather than renamed over, which

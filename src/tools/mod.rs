@@ -41,7 +41,7 @@ pub use edit_file::EditFile;
 pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
-pub use shell::{ShellClass, classify};
+pub use shell::{ShellClass, classify, classify_with_home};
 pub use write_file::WriteFile;
 
 /// Registers `read_file`, `list_dir` and `grep`.

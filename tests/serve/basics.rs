@@ -84,26 +84,41 @@ fn hello_then_startup_batch_on_the_offline_default() {
 }
 
 #[test]
-fn broken_config_reports_file_and_line_and_starts_on_defaults() {
+fn broken_config_reports_every_problem_and_keeps_what_it_can() {
     let home = Home::new();
-    home.write_config("model = \"mock/x\"\n\napproval_mode = \"sometimes\"\n");
+    home.write_config(
+        "model = \"local/x\"\n\napproval_mode = \"sometimes\"\ncolour = \"blue\"\n\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"localhost:8000/v1\"\n",
+    );
     let mut serve = Serve::start(&home);
-    serve.skip_startup();
-    let error = serve.next();
-    assert_eq!(error["type"], "error");
-    let message = error["message"].as_str().unwrap();
+    let batch = serve.skip_startup();
+    assert_eq!(batch[0]["model"], "local/x", "the good keys are kept");
+    assert_eq!(batch[1]["state"], "invalid_config", "{:?}", batch[1]);
     let path = home.path().join("config.toml").display().to_string();
-    assert!(
-        message.starts_with(&format!("config error in {path} line 3")),
-        "{message}"
-    );
-    assert_eq!(
-        serve.next()["type"],
-        "info",
-        "the offline demo notice follows"
-    );
+    let mut errors = Vec::new();
     serve.send(json!({"op": "agent_runs"}));
-    assert_eq!(serve.next()["type"], "agent_runs");
+    loop {
+        let event = serve.next();
+        match event["type"].as_str() {
+            Some("error") => errors.push(event["message"].as_str().unwrap().to_owned()),
+            Some("info") => panic!("no notice about a missing model after a broken file: {event}"),
+            Some("agent_runs") => break,
+            _ => panic!("unexpected {event}"),
+        }
+    }
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(
+        errors[0].starts_with(&format!("config error in {path} line 3")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[1].contains("line 4") && errors[1].contains("colour"),
+        "{errors:#?}"
+    );
+    assert!(
+        errors[2].contains("base_url must start with http:// or https://"),
+        "{errors:#?}"
+    );
 }
 
 #[test]

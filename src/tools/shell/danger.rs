@@ -1,4 +1,6 @@
-//! The deny-list: commands that ask even in the most permissive approval mode.
+//! The deny-list: commands that ask even in `auto` approval mode. Only `full-access`
+//! runs them unasked, as it runs everything (see the table in `engine/approvals.rs`):
+//! that mode is meant for a sandbox.
 //!
 //! Each rule names what it protects against:
 //! - data outside the project: `rm -r` whose target is outside the working directory,

@@ -1,9 +1,11 @@
 //! The shell classifier: is a command line read-only, mutating, or dangerous?
 //!
 //! The approval policy runs read-only commands without asking, asks for mutating ones
-//! (depending on the mode) and always asks for dangerous ones. So the two directions
-//! fail differently: calling a mutating command read-only lets it run unasked, calling a
-//! read-only command mutating only costs a question. Hence the rules:
+//! (depending on the mode) and asks for dangerous ones even in `auto`; only
+//! `full-access` runs them unasked, as it runs everything (plan mode refuses both).
+//! So the two directions fail differently: calling a mutating command read-only lets it
+//! run unasked, calling a read-only command mutating only costs a question. Hence the
+//! rules:
 //! - **Read-only** needs proof: the line lexes cleanly ([`lex`], [`parse`]), every
 //!   simple command is a known program whose arguments are known to be safe ([`rules`],
 //!   [`sed`], [`git`]), no output goes to a file (`>/dev/null`, `2>&1` are fine),
@@ -43,7 +45,7 @@ use super::files::normalize_lexically;
 pub enum ShellClass {
     ReadOnly,
     Mutating,
-    /// Asks even in the most permissive mode; says why.
+    /// Asks even in `auto` (only `full-access` runs it unasked); says why.
     Dangerous(String),
 }
 
@@ -60,15 +62,30 @@ impl ShellClass {
     }
 }
 
-/// Classifies `command` as it would run in `cwd`.
+/// Classifies `command` as it would run in `cwd`, with `~` and `$HOME` meaning this
+/// process's home directory. A command that runs with another environment should be
+/// classified with [`classify_with_home`].
 pub fn classify(command: &str, cwd: &Path) -> ShellClass {
+    let home = directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf());
+    classify_with_home(command, cwd, home.as_deref())
+}
+
+/// Classifies `command` as it would run in `cwd` by a shell whose `~` and `$HOME` are
+/// `home` (`None`: unknown, so paths through them cannot be checked). Taking the home
+/// directory as an argument keeps the verdict a function of its inputs: tests pass a
+/// fixed one, and the `bash` tool the one of the session's environment, which is what
+/// its shell will expand.
+pub fn classify_with_home(command: &str, cwd: &Path, home: Option<&Path>) -> ShellClass {
     let cwd = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-    let classifier = Classifier {
-        cwd: normalize_lexically(&cwd),
-        home: directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf()),
-    };
+    let cwd = normalize_lexically(&cwd);
+    // A relative `HOME` is expanded as is by the shell, so it is relative to the cwd.
+    let home = home.map(|home| normalize_lexically(&cwd.join(home)));
+    let classifier = Classifier { cwd, home };
     classifier.line(command, 0)
 }
+
+/// Scratch space: writing there is an ordinary mutation, not a danger.
+const TEMP_DIRS: [&str; 2] = ["/tmp", "/var/tmp"];
 
 /// How deep `sh -c`, `eval` and substitutions are followed; deeper is dangerous.
 const MAX_DEPTH: usize = 4;
@@ -76,6 +93,7 @@ const MAX_DEPTH: usize = 4;
 struct Classifier {
     /// The session's working directory, absolute and normalized.
     cwd: PathBuf,
+    /// The home directory the command's shell expands `~` to, absolute and normalized.
     home: Option<PathBuf>,
 }
 
@@ -211,7 +229,8 @@ impl Classifier {
     }
 
     /// What writing to `target` means: fine for null devices, dangerous for other devices
-    /// and for files outside the working directory (temporary directories excepted).
+    /// and for files outside the working directory (temporary directories excepted, see
+    /// [`Self::is_scratch`]).
     fn write_target(&self, target: &Word, dir: Option<&Path>) -> ShellClass {
         let text = target.text.as_str();
         if !target.expands
@@ -228,14 +247,27 @@ impl Classifier {
             Place::Outside(path) if path.starts_with("/dev") => {
                 ShellClass::Dangerous(format!("writes to the device {}", path.display()))
             }
-            Place::Outside(path) if !(path.starts_with("/tmp") || path.starts_with("/var/tmp")) => {
-                ShellClass::Dangerous(format!(
-                    "writes to {}, outside the working directory",
-                    path.display()
-                ))
-            }
+            Place::Outside(path) if !self.is_scratch(&path) => ShellClass::Dangerous(format!(
+                "writes to {}, outside the working directory",
+                path.display()
+            )),
             _ => ShellClass::Mutating,
         }
+    }
+
+    /// Whether `path` is in a temporary directory, and not in a home directory that lies
+    /// in one. CI runners and containers often set `HOME=/tmp/…`: without that second
+    /// condition `>> ~/.bashrc` would be dangerous or not depending on where the home
+    /// directory happens to be, while planting a shell startup file is the same danger
+    /// wherever it is.
+    fn is_scratch(&self, path: &Path) -> bool {
+        TEMP_DIRS.iter().any(|temp| {
+            let home_in_temp = self
+                .home
+                .as_ref()
+                .is_some_and(|home| home.starts_with(temp) && path.starts_with(home));
+            path.starts_with(temp) && !home_in_temp
+        })
     }
 
     /// The absolute, normalized path a word names, when it can be known.

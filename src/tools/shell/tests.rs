@@ -3,6 +3,13 @@ use std::path::Path;
 use super::*;
 
 const CWD: &str = "/work/project";
+/// The home directory every case is classified with: the verdicts must not depend on
+/// the environment the tests run in.
+const HOME: &str = "/home/tester";
+
+fn classify_in(command: &str, cwd: &Path) -> ShellClass {
+    classify_with_home(command, cwd, Some(Path::new(HOME)))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {
@@ -13,7 +20,7 @@ enum Want {
 use Want::{D, M, R};
 
 fn kind(command: &str) -> Want {
-    match classify(command, Path::new(CWD)) {
+    match classify_in(command, Path::new(CWD)) {
         ShellClass::ReadOnly => R,
         ShellClass::Mutating => M,
         ShellClass::Dangerous(_) => D,
@@ -27,7 +34,7 @@ fn check(cases: &[(&str, Want)]) {
         .map(|(command, want)| {
             format!(
                 "{command:?}: want {want:?}, got {:?}",
-                classify(command, Path::new(CWD))
+                classify_in(command, Path::new(CWD))
             )
         })
         .collect();
@@ -310,9 +317,48 @@ fn dangerous_commands() {
 }
 
 #[test]
+fn home_paths_do_not_depend_on_where_home_is() {
+    // The same verdicts whether the home directory is an ordinary one, the root, or
+    // under a temporary directory (CI runners and containers often use HOME=/tmp/...).
+    let cases = [
+        ("echo 'export A=1' >> ~/.bashrc", D),
+        ("cat a >> $HOME/.profile", D),
+        ("echo x | tee -a ${HOME}/.zshrc", D),
+        ("cd && echo x > .bashrc", D),
+        ("cd ~ && echo x >> .profile", D),
+        ("rm -rf ~/.cache", D),
+        ("echo x > /tmp/jucode-out.txt", M),
+        ("echo x > /var/tmp/build.log", M),
+        ("cat ~/.bashrc", R),
+    ];
+    for home in ["/home/tester", "/root", "/tmp/hh", "/var/tmp/ci/home", "/"] {
+        let failures: Vec<String> = cases
+            .iter()
+            .filter_map(|(command, want)| {
+                let got = classify_with_home(command, Path::new(CWD), Some(Path::new(home)));
+                let kind = match got {
+                    ShellClass::ReadOnly => R,
+                    ShellClass::Mutating => M,
+                    ShellClass::Dangerous(_) => D,
+                };
+                (kind != *want)
+                    .then(|| format!("HOME={home} {command:?}: want {want:?}, got {got:?}"))
+            })
+            .collect();
+        assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+    // The working directory inside the home directory stays inside, wherever that is.
+    for home in ["/work", "/tmp/hh"] {
+        let cwd = Path::new(home).join("project");
+        let got = classify_with_home("echo x > ~/project/notes.txt", &cwd, Some(Path::new(home)));
+        assert_eq!(got, ShellClass::Mutating, "HOME={home}");
+    }
+}
+
+#[test]
 fn reasons_say_why() {
     let cwd = Path::new(CWD);
-    let reason = |command: &str| match classify(command, cwd) {
+    let reason = |command: &str| match classify_in(command, cwd) {
         ShellClass::Dangerous(reason) => reason,
         other => panic!("{command}: {other:?}"),
     };
@@ -345,15 +391,15 @@ fn reasons_say_why() {
 fn relative_cwd_and_inside_paths() {
     // rm -r inside the working directory is an ordinary change.
     assert_eq!(
-        classify("rm -rf build", Path::new("/work/project")),
+        classify_in("rm -rf build", Path::new("/work/project")),
         ShellClass::Mutating
     );
     assert_eq!(
-        classify("rm -rf /work/project/build", Path::new("/work/project/")),
+        classify_in("rm -rf /work/project/build", Path::new("/work/project/")),
         ShellClass::Mutating
     );
     assert_eq!(
-        classify("rm -rf sub/../build", Path::new("/work/./project")),
+        classify_in("rm -rf sub/../build", Path::new("/work/./project")),
         ShellClass::Mutating
     );
 }
@@ -429,7 +475,7 @@ fn odd_input_never_panics() {
             line.push_str(PIECES[(seed >> 33) as usize % PIECES.len()]);
         }
         // Must return, whatever it decides.
-        let _ = classify(&line, Path::new(CWD));
+        let _ = classify_in(&line, Path::new(CWD));
     }
 }
 
@@ -440,12 +486,12 @@ fn deep_nesting_is_bounded_and_dangerous() {
         line = format!("echo $({line})");
     }
     assert_eq!(
-        classify(&line, Path::new(CWD)),
+        classify_in(&line, Path::new(CWD)),
         ShellClass::Dangerous("commands nested too deeply to check".to_owned())
     );
     let shallow = "echo $(echo $(rm -rf /))";
     assert_eq!(
-        classify(shallow, Path::new(CWD)),
+        classify_in(shallow, Path::new(CWD)),
         ShellClass::Dangerous("rm -r outside the working directory: /".to_owned())
     );
     assert_eq!(kind("echo $(echo $(echo $(echo $(ls))))"), M);
