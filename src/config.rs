@@ -87,12 +87,14 @@ pub struct Config {
     pub daemon: DaemonConfig,
 }
 
-/// How far a daemon client may fall behind before it is disconnected.
+/// `[daemon]`: how far a daemon client may fall behind before it is disconnected, and
+/// how many clients it serves at once.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonConfig {
     pub max_client_lines: Option<usize>,
     pub max_client_bytes: Option<usize>,
+    pub max_clients: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -35,7 +35,7 @@ impl SessionOptions {
     }
 }
 
-pub fn new_session_id() -> String {
+fn new_session_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 

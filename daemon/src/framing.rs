@@ -47,7 +47,7 @@ impl LineCodec {
     }
 
     /// A codec with another limit (tests use small ones).
-    pub fn with_max(max: usize) -> Self {
+    fn with_max(max: usize) -> Self {
         Self {
             max,
             scanned: 0,

@@ -57,7 +57,7 @@ impl Default for ClientLimits {
 
 impl ClientLimits {
     /// The last line a client that fell behind gets.
-    pub fn overflow_line(&self) -> Bytes {
+    pub(crate) fn overflow_line(&self) -> Bytes {
         let message = format!(
             "disconnected: this client fell more than {} events / {} behind; \
              reconnect and attach to resume",

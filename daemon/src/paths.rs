@@ -17,7 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The socket's file name inside the chosen directory.
-pub const SOCKET_NAME: &str = "daemon.sock";
+const SOCKET_NAME: &str = "daemon.sock";
 
 /// The default socket path, from the environment values passed in (so it is testable):
 ///

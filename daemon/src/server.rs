@@ -186,7 +186,12 @@ pub async fn run<H: Host>(
             () = &mut shutdown => break,
             () = shared.stop_requested.cancelled() => break,
             _ = watch.tick(), if bound.is_some() => {
-                if owned_socket.as_deref().and_then(socket_identity) != bound {
+                // A `stat`, but on a file system that may hang (NFS): off the workers.
+                let path = owned_socket.clone();
+                let now = tokio::task::spawn_blocking(move || path.as_deref().and_then(socket_identity))
+                    .await
+                    .unwrap_or(bound);
+                if now != bound {
                     tracing::warn!("the socket file was removed or replaced; stopping");
                     break;
                 }

@@ -49,9 +49,10 @@ async fn refuses_a_directory_others_can_write() {
 
 #[tokio::test]
 async fn refuses_a_directory_of_another_user() {
-    // Only root can give a directory away; elsewhere there is nothing to test.
+    // Only root can give a directory away.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: giving a directory to another user needs root");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -97,10 +98,10 @@ fn leave_stale_files(socket: &Path) {
 
 /// Not a test on its own: the daemon process that `killed_daemon_is_replaced` kills.
 #[test]
+#[ignore = "a helper process: a_killed_daemon_is_replaced runs it and kills it"]
 fn helper_daemon_process() {
-    let Some(socket) = std::env::var_os(HELPER_SOCKET) else {
-        return;
-    };
+    let socket = std::env::var_os(HELPER_SOCKET)
+        .expect("run by a_killed_daemon_is_replaced, which sets the socket");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let options = DaemonOptions::new(PathBuf::from(socket));
     let result = runtime.block_on(run(
@@ -128,7 +129,12 @@ async fn a_killed_daemon_is_replaced() {
     let tmp = tempfile::tempdir().unwrap();
     let socket = tmp.path().join("run/daemon.sock");
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "helper_daemon_process", "--test-threads=1"])
+        .args([
+            "--exact",
+            "helper_daemon_process",
+            "--ignored",
+            "--test-threads=1",
+        ])
         .env(HELPER_SOCKET, &socket)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -350,14 +356,15 @@ async fn connect_or_start_uses_a_running_daemon() {
     daemon.stop().await.unwrap();
 }
 
-/// Not a test on its own: the other user's client of `another_users_connection_is_refused`.
-/// Prints how many bytes the daemon sent before closing.
+/// Not a test on its own: the other user's client of `another_users_connection_is_refused`,
+/// which runs it (as another user, with `--ignored`). Prints how many bytes the daemon
+/// sent before closing.
 #[test]
+#[ignore = "a helper process: another_users_connection_is_refused runs it as another user"]
 fn helper_foreign_client() {
     use std::io::Read;
-    let Some(socket) = std::env::var_os(HELPER_CLIENT_SOCKET) else {
-        return;
-    };
+    let socket = std::env::var_os(HELPER_CLIENT_SOCKET)
+        .expect("run by another_users_connection_is_refused, which sets the socket");
     let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
     // A refused peer sees EOF at once; a timeout means it was let in.
     stream
@@ -378,6 +385,7 @@ async fn another_users_connection_is_refused() {
     // Only root can run a process as another user.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: running a client as another user needs root");
         return;
     }
     let daemon = TestDaemon::start().await;
@@ -392,6 +400,7 @@ async fn another_users_connection_is_refused() {
             .args([
                 "--exact",
                 "helper_foreign_client",
+                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -48,7 +48,7 @@ pub fn gate(effect: &Effect, mode: ApprovalMode, name: &str, cwd: &Path) -> Gate
     }
 }
 
-pub fn plan_refusal(name: &str) -> String {
+fn plan_refusal(name: &str) -> String {
     format!(
         "refused: the session is in plan mode, where only read-only tools run, so `{name}` \
          was not executed. Investigate with read-only tools, then deliver your plan with \

@@ -15,7 +15,7 @@ use crate::protocol::{UserInput, UserMessageEvent};
 
 /// Images above this size are refused: providers reject them and they bloat every
 /// later request of the session.
-pub const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
+const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
 
 pub struct PreparedInput {
     pub message: Message,
@@ -69,7 +69,7 @@ fn prepare_blocking(input: UserInput, cwd: &Path) -> PreparedInput {
 }
 
 /// The text the model reads: the user's words, then one line per attached file.
-pub fn model_text(content: &str, files: &[String], cwd: &Path) -> String {
+fn model_text(content: &str, files: &[String], cwd: &Path) -> String {
     let mut text = content.to_owned();
     for file in files {
         let path = cwd.join(file);

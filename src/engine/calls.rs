@@ -254,14 +254,12 @@ impl TurnContext {
                 };
                 shared.deferred.insert(DeferredAction {
                     id: id.clone(),
-                    call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: args.clone(),
                     summary: assessment.summary.clone(),
                     cwd: self.cwd.clone(),
-                    digest: digest.clone(),
-                    created_at,
                     state: ActionState::Open,
+                    announced: event.clone(),
                 });
                 (Some(event), (id, ActionState::Open))
             })

@@ -15,7 +15,7 @@ use crate::protocol::{CommandInfo, Decision};
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter, strum::EnumString, strum::IntoStaticStr,
 )]
-pub enum CommandName {
+enum CommandName {
     #[strum(serialize = "/help")]
     Help,
     #[strum(serialize = "/model")]
@@ -33,7 +33,7 @@ pub enum CommandName {
 }
 
 impl CommandName {
-    pub fn as_str(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         self.into()
     }
 

@@ -8,18 +8,19 @@
 use std::path::{Path, PathBuf};
 
 use super::tools::ToolOutput;
+use crate::protocol::Event;
 
 #[derive(Debug, Clone)]
 pub struct DeferredAction {
     pub id: String,
-    pub call_id: String,
     pub name: String,
     pub arguments: serde_json::Value,
     pub summary: String,
     pub cwd: PathBuf,
-    pub digest: String,
-    pub created_at: u64,
     pub state: ActionState,
+    /// The `action_deferred` event that announced it, shown again to a client that
+    /// attaches while the action waits for a decision.
+    pub announced: Event,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +50,13 @@ impl DeferredActions {
         self.actions.iter().rev().find(|action| {
             action.name == name && action.cwd == cwd && action.arguments == *arguments
         })
+    }
+
+    /// The actions still waiting for a decision, oldest first.
+    pub fn open(&self) -> impl Iterator<Item = &DeferredAction> {
+        self.actions
+            .iter()
+            .filter(|action| action.state == ActionState::Open)
     }
 
     pub fn get_mut(&mut self, id: &str) -> Option<&mut DeferredAction> {
@@ -117,14 +125,12 @@ mod tests {
         let arguments = json!({"command": "make", "timeout_ms": 5});
         actions.insert(DeferredAction {
             id: "act-1".into(),
-            call_id: "c1".into(),
             name: "bash".into(),
             arguments: arguments.clone(),
             summary: "make".into(),
             cwd: PathBuf::from("/p"),
-            digest: "anything".into(),
-            created_at: 0,
             state: ActionState::Open,
+            announced: Event::info("announced"),
         });
         let reordered = json!({"timeout_ms": 5, "command": "make"});
         let found = actions.same_call("bash", &reordered, Path::new("/p"));

@@ -22,12 +22,10 @@ pub mod tokens;
 pub mod tools;
 mod turn;
 
-pub use emitter::{EVENT_QUEUE, Emitter, Outbound};
+pub use emitter::{EVENT_QUEUE, Outbound};
 pub use model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
-pub use session::{INPUT_QUEUE, Input, SOLE_CLIENT, SessionHandle, SessionParams, spawn};
-pub use tools::{
-    Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, resolve_path,
-};
+pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
+pub use tools::{Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry};

@@ -79,7 +79,7 @@ impl Default for PlanDraft {
 
 /// The value of the top-level string member `key` of a possibly incomplete JSON object,
 /// as far as it has arrived. `None` when the member has not started yet.
-pub fn partial_string_field(json: &str, key: &str) -> Option<String> {
+fn partial_string_field(json: &str, key: &str) -> Option<String> {
     let mut scan = Scanner {
         chars: json.char_indices().peekable(),
     };

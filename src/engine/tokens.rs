@@ -29,7 +29,7 @@ pub fn warm_up() {
     });
 }
 
-pub fn count_text(text: &str) -> u64 {
+fn count_text(text: &str) -> u64 {
     if text.is_empty() {
         return 0;
     }

@@ -174,7 +174,7 @@ struct PendingOutput {
 }
 
 /// Most progress text that waits between two `tool_update`s.
-pub const MAX_PENDING_PROGRESS: usize = 64 * 1024;
+const MAX_PENDING_PROGRESS: usize = 64 * 1024;
 
 impl Progress {
     pub fn push(&self, text: &str) {

@@ -18,7 +18,7 @@ pub use events::{
     SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
 };
 pub use jucode_daemon::ClientId;
-pub use jucode_daemon::framing::{Frame, LineCodec, MAX_LINE_BYTES};
+pub use jucode_daemon::framing::{Frame, LineCodec};
 pub use jucode_daemon::protocol::{
     CloseReason, DaemonEvent, DaemonOp, DaemonStatus, Hello, OpenOp, PROTOCOL_VERSION, SessionInfo,
     encode_line,

@@ -21,7 +21,7 @@ use super::sse::{self, ChunkParser};
 use crate::engine::{ChatRequest, Message, ModelClient, ModelError, ModelEvent, ModelStream};
 
 /// How long to wait for a TCP/TLS connection unless the provider says otherwise.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Statuses worth retrying: timeouts, conflicts, rate limits, overload, server errors.
 const RETRYABLE_STATUS: [u16; 9] = [408, 409, 425, 429, 500, 502, 503, 504, 529];

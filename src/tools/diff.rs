@@ -30,7 +30,7 @@ const CONTEXT: usize = 3;
 /// Time for the exact diff before falling back to one coarse hunk.
 const DIFF_BUDGET: Duration = Duration::from_secs(2);
 /// Git's marker after a line that has no newline at the end of the file.
-pub const NO_NEWLINE_MARKER: &str = "\\ No newline at end of file";
+const NO_NEWLINE_MARKER: &str = "\\ No newline at end of file";
 
 /// Lines added and removed by an edit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

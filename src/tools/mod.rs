@@ -36,16 +36,14 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{ToolContext, ToolOutput, ToolRegistry};
 
 pub use bash::Bash;
-pub use diff::{DiffStat, LineDiff, apply_hunks, diff_stat, hunks};
 pub use edit_file::EditFile;
 pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
-pub use shell::{ShellClass, classify, classify_with_home};
 pub use write_file::WriteFile;
 
 /// Registers `read_file`, `list_dir` and `grep`.
-pub fn register_read_only(registry: &mut ToolRegistry) {
+fn register_read_only(registry: &mut ToolRegistry) {
     registry.register(ReadFile);
     registry.register(ListDir);
     registry.register(Grep);

@@ -32,6 +32,9 @@ pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
         if let Some(bytes) = limits.max_client_bytes {
             options.client_limits.max_bytes = bytes.max(1024);
         }
+        if let Some(clients) = limits.max_clients {
+            options.max_clients = clients.max(1);
+        }
         let host = Arc::new(EngineHost::new(profile));
         jucode_daemon::run(host, options, stop_signal()).await
     })

@@ -20,7 +20,7 @@ use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
 /// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
 /// before anything else. The thread ends once every sender is dropped and all lines
 /// are out, or when stdout is closed.
-pub fn spawn_writer<W: Write + Send + 'static>(
+fn spawn_writer<W: Write + Send + 'static>(
     out: W,
     first: EventLine,
     mut lines: mpsc::Receiver<Outbound>,
@@ -61,10 +61,7 @@ fn write_item(out: &mut impl Write, item: Outbound) -> std::io::Result<()> {
 /// Starts the stdin reader thread: decodes lines, parses ops and forwards them to the
 /// session in order. Ends at EOF (dropping the sender, which ends the session) or when
 /// the session is gone.
-pub fn spawn_reader<R: Read + Send + 'static>(
-    input: R,
-    inputs: mpsc::Sender<Input>,
-) -> JoinHandle<()> {
+fn spawn_reader<R: Read + Send + 'static>(input: R, inputs: mpsc::Sender<Input>) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("stdin-reader".into())
         .spawn(move || read_inputs(input, &inputs))
@@ -99,7 +96,7 @@ fn read_inputs<R: Read>(mut input: R, inputs: &mpsc::Sender<Input>) {
     }
 }
 
-pub fn frame_to_input(frame: Frame) -> Input {
+fn frame_to_input(frame: Frame) -> Input {
     let client = SOLE_CLIENT;
     match frame {
         Frame::Line(line) => match parse_op(&line) {

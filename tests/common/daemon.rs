@@ -117,6 +117,21 @@ impl Raw {
         }
     }
 
+    /// Reads until a `status` with this message for `session`.
+    pub fn until_status(&mut self, message: &str, session: &str) -> Vec<Value> {
+        let mut events = Vec::new();
+        loop {
+            let event = self.next();
+            let done = event["type"] == "status"
+                && event["message"] == message
+                && event["session"] == session;
+            events.push(event);
+            if done {
+                return events;
+            }
+        }
+    }
+
     /// Reads until the connection closes; returns the raw lines.
     pub fn rest(&mut self) -> Vec<String> {
         let mut lines = Vec::new();

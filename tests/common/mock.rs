@@ -4,6 +4,10 @@
 //!
 //! It runs on its own runtime thread so tests can stay plain blocking `#[test]`s that
 //! drive the `jucode` binary line by line.
+//!
+//! It is strict, as a test double should be: a request nobody scripted a reply for is
+//! answered with a 500 *and* fails the test, and so does a scripted reply left unused
+//! when the mock is dropped (the test expected a request that never came).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -120,6 +124,8 @@ impl Recorded {
 struct State {
     replies: VecDeque<Reply>,
     requests: Vec<Recorded>,
+    /// Requests that found no scripted reply.
+    unscripted: Vec<String>,
 }
 
 type Shared = Arc<(Mutex<State>, Condvar)>;
@@ -139,6 +145,7 @@ impl MockModel {
             Mutex::new(State {
                 replies: VecDeque::new(),
                 requests: Vec::new(),
+                unscripted: Vec::new(),
             }),
             Condvar::new(),
         ));
@@ -191,6 +198,36 @@ impl MockModel {
     pub fn unused_replies(&self) -> usize {
         self.shared.0.lock().unwrap().replies.len()
     }
+
+    /// Drops the scripted replies nobody asked for: for tests that end a session on
+    /// purpose before its requests.
+    pub fn forget_unused(&self) {
+        self.shared.0.lock().unwrap().replies.clear();
+    }
+}
+
+impl Drop for MockModel {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let state = self.shared.0.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(
+            state.unscripted.is_empty(),
+            "the mock model got requests nobody scripted a reply for: {:?}",
+            state.unscripted
+        );
+        assert!(
+            state.replies.is_empty(),
+            "{} scripted repl{} never requested",
+            state.replies.len(),
+            if state.replies.len() == 1 {
+                "y was"
+            } else {
+                "ies were"
+            }
+        );
+    }
 }
 
 async fn serve(listener: std::net::TcpListener, shared: Shared) {
@@ -231,13 +268,24 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let reply = {
         let mut state = shared.0.lock().unwrap();
+        let reply = state.replies.pop_front();
+        if reply.is_none() {
+            let last = body["messages"]
+                .as_array()
+                .and_then(|messages| messages.last())
+                .map(|message| message.to_string())
+                .unwrap_or_default();
+            state
+                .unscripted
+                .push(format!("{path} (last message: {last})"));
+        }
         state.requests.push(Recorded {
             path,
             headers,
             body,
             at: Instant::now(),
         });
-        state.replies.pop_front()
+        reply
     };
     shared.1.notify_all();
     match reply {

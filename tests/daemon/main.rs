@@ -6,4 +6,6 @@
 mod common;
 
 mod clients;
+mod contract;
 mod lifecycle;
+mod shim;

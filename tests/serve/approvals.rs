@@ -466,3 +466,26 @@ fn a_running_turns_gating_only_loosens() {
     let events = serve.until("approval_request");
     assert_eq!(events.last().unwrap()["call_id"], "c2");
 }
+
+#[test]
+fn the_session_ending_closes_its_cards() {
+    let (model, home) = setup("manual");
+    model.push(call("c1", "bash", json!({"command": "touch never.txt"})));
+    let mut serve = Serve::ready(&home);
+    serve.send(json!({"op": "user_message", "content": "go"}));
+    serve.until("approval_request");
+    // stdin's end ends an in-process session: the open request and its tool card are
+    // closed before the process exits.
+    serve.close_stdin();
+    let rest = serve.rest();
+    assert_eq!(
+        types(&rest),
+        ["approval_resolved", "tool_output"],
+        "{rest:#?}"
+    );
+    assert_eq!(rest[0]["decision"], "interrupted");
+    assert_eq!(rest[1]["call_id"], "c1");
+    assert_eq!(rest[1]["is_error"], true);
+    assert_eq!(serve.wait().code(), Some(0));
+    assert!(!home.path().join("never.txt").exists());
+}

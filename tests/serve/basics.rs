@@ -291,3 +291,30 @@ pub fn strip_session(mut event: Value) -> Value {
     }
     event
 }
+
+#[test]
+fn a_json_array_is_never_an_op() {
+    let home = Home::new();
+    let mut serve = Serve::ready(&home);
+    serve.expect_one("info"); // the offline demo notice
+    for line in [
+        r#"["shutdown"]"#,
+        r#"["set_approval_mode","full-access"]"#,
+        r#"  ["command","/quit"]"#,
+        r#""shutdown""#,
+        "7",
+    ] {
+        serve.send_raw(line);
+        let error = serve.expect_one("error");
+        assert_eq!(
+            error["message"], "invalid command: expected a JSON object with a string \"op\" field",
+            "{line}"
+        );
+    }
+    // Nothing acted: no mode change was announced and the session is still here.
+    serve.send(json!({"op": "agent_runs"}));
+    serve.expect_one("agent_runs");
+    serve.send(json!({"op": "shutdown"}));
+    assert!(serve.rest().is_empty());
+    assert_eq!(serve.wait().code(), Some(0));
+}

@@ -196,6 +196,7 @@ fn steer_is_a_no_op_when_idle_or_out_of_range() {
     let (model, home) = setup();
     let gate = Gate::new();
     model.push(gated_reply("x", &gate, "y"));
+    model.push(text_reply(&["q answered"]));
     let mut serve = Serve::ready(&home);
     serve.send(json!({"op": "steer"}));
     serve.send(json!({"op": "interrupt"}));
@@ -208,6 +209,9 @@ fn steer_is_a_no_op_when_idle_or_out_of_range() {
     serve.expect_one("agent_runs");
     gate.open();
     serve.until_ready();
+    // The queued message was not steered: it runs as the next turn.
+    let next = serve.until_ready();
+    assert!(next.iter().any(|e| e["content"] == "q"), "{next:#?}");
 }
 
 #[test]
@@ -241,6 +245,7 @@ fn interrupt_with_index_sends_that_message_next() {
     let never = Gate::new();
     model.push(gated_reply("partial", &never, "never"));
     model.push(text_reply(&["chosen"]));
+    model.push(text_reply(&["then b"]));
     let mut serve = Serve::ready(&home);
     start_turn(&mut serve, "first");
     serve.user("b");
@@ -257,6 +262,7 @@ fn interrupt_with_index_sends_that_message_next() {
     assert_eq!(pending["messages"], json!([]));
     let next = serve.expect_one("user_message");
     assert_eq!(next["content"], "b");
+    serve.until_ready();
 }
 
 #[test]

@@ -448,3 +448,22 @@ fn the_offline_demo_streams_reasoning_text_and_a_tool_call() {
     }
     assert_eq!(events.last().unwrap()["message"], "ready");
 }
+
+#[test]
+#[should_panic(expected = "scripted reply was never requested")]
+fn the_mock_fails_a_test_that_leaves_a_reply_unused() {
+    let model = MockModel::start();
+    model.push(text_reply(&["never asked for"]));
+}
+
+#[test]
+#[should_panic(expected = "requests nobody scripted a reply for")]
+fn the_mock_fails_a_test_on_an_unscripted_request() {
+    let (model, home) = setup("max_retries = 0");
+    let mut serve = Serve::ready(&home);
+    serve.user("hi");
+    let events = serve.until_ready();
+    assert!(types(&events).contains(&"error"), "{events:#?}");
+    drop(serve);
+    drop(model);
+}

@@ -49,7 +49,8 @@ impl Session {
 
     /// Answers a late joiner: the startup batch, the conversation so far (with the
     /// reply streaming right now), the queue, open approval requests, whether the
-    /// session is attended, and the current status. Built and queued under the shared
+    /// session is attended, deferred actions waiting for a decision, and the current
+    /// status. Built and queued under the shared
     /// lock, so the live events that follow it continue exactly where it ends.
     pub(super) async fn snapshot(&mut self, token: u64) {
         let pending = self.pending_contents();
@@ -72,6 +73,12 @@ impl Session {
                 if !shared.attended {
                     events.push(Event::Attended { attended: false });
                 }
+                events.extend(
+                    shared
+                        .deferred
+                        .open()
+                        .map(|action| action.announced.clone()),
+                );
                 events.push(Event::status(shared.status.clone()));
                 events
             })

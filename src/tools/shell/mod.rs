@@ -62,14 +62,6 @@ impl ShellClass {
     }
 }
 
-/// Classifies `command` as it would run in `cwd`, with `~` and `$HOME` meaning this
-/// process's home directory. A command that runs with another environment should be
-/// classified with [`classify_with_home`].
-pub fn classify(command: &str, cwd: &Path) -> ShellClass {
-    let home = directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf());
-    classify_with_home(command, cwd, home.as_deref())
-}
-
 /// Classifies `command` as it would run in `cwd` by a shell whose `~` and `$HOME` are
 /// `home` (`None`: unknown, so paths through them cannot be checked). Taking the home
 /// directory as an argument keeps the verdict a function of its inputs: tests pass a

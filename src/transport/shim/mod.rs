@@ -125,9 +125,9 @@ async fn relay(socket: &Path, target: Target, reader: ReadHalf, mut writer: Writ
             chunk = chunks.recv(), if stage == Stage::Running => {
                 let sent = match chunk {
                     Some(StdinChunk::Data(bytes)) => writer.write_all(&bytes).await,
-                    Some(StdinChunk::Quit) => {
+                    Some(StdinChunk::Quit(bytes)) => {
                         stage = Stage::Quitting;
-                        Ok(())
+                        writer.write_all(&bytes).await
                     }
                     end => {
                         // A front-end closing its pipe leaves the session running in the

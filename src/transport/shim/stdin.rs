@@ -19,8 +19,9 @@ use crate::protocol::parse_op;
 pub(super) enum StdinChunk {
     /// Bytes to forward as they are.
     Data(Vec<u8>),
-    /// The bytes before included a quit op (ending its line); nothing more comes.
-    Quit,
+    /// The last bytes to forward: they end with a quit op (and its newline). One item,
+    /// so the relay knows it quit before the daemon can answer the quit.
+    Quit(Vec<u8>),
     /// End of input. `unterminated`: the last forwarded line had no newline.
     End { unterminated: bool },
 }
@@ -48,8 +49,7 @@ fn forward(mut input: impl Read, chunks: &mpsc::Sender<StdinChunk>) {
         let bytes = &buf[..read];
         match scanner.feed(bytes) {
             Some(end) => {
-                let _ = chunks.blocking_send(StdinChunk::Data(bytes[..end].to_vec()));
-                let _ = chunks.blocking_send(StdinChunk::Quit);
+                let _ = chunks.blocking_send(StdinChunk::Quit(bytes[..end].to_vec()));
                 return;
             }
             None => {
@@ -65,8 +65,7 @@ fn forward(mut input: impl Read, chunks: &mpsc::Sender<StdinChunk>) {
     }
     if !ends_line && scanner.pending_is_quit() {
         // In process, a last quit op without its newline still quits.
-        let _ = chunks.blocking_send(StdinChunk::Data(b"\n".to_vec()));
-        let _ = chunks.blocking_send(StdinChunk::Quit);
+        let _ = chunks.blocking_send(StdinChunk::Quit(b"\n".to_vec()));
         return;
     }
     let _ = chunks.blocking_send(StdinChunk::End {
@@ -167,13 +166,9 @@ mod tests {
         let got = run(b"{\"op\":\"user_message\",\"content\":\"a\"}\n{\"op\":\"shutdown\"}\n{\"op\":\"user_message\",\"content\":\"b\"}\n");
         assert_eq!(
             got,
-            [
-                StdinChunk::Data(
-                    b"{\"op\":\"user_message\",\"content\":\"a\"}\n{\"op\":\"shutdown\"}\n"
-                        .to_vec()
-                ),
-                StdinChunk::Quit
-            ]
+            [StdinChunk::Quit(
+                b"{\"op\":\"user_message\",\"content\":\"a\"}\n{\"op\":\"shutdown\"}\n".to_vec()
+            )]
         );
     }
 
@@ -183,8 +178,7 @@ mod tests {
             run(b"{\"op\":\"shutdown\"}"),
             [
                 StdinChunk::Data(b"{\"op\":\"shutdown\"}".to_vec()),
-                StdinChunk::Data(b"\n".to_vec()),
-                StdinChunk::Quit
+                StdinChunk::Quit(b"\n".to_vec())
             ]
         );
         assert_eq!(
