@@ -95,6 +95,8 @@ pub struct DaemonConfig {
     pub max_client_lines: Option<usize>,
     pub max_client_bytes: Option<usize>,
     pub max_clients: Option<usize>,
+    /// Seconds a session with no client and no work stays loaded; 0 never unloads.
+    pub idle_unload_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

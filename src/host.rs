@@ -22,15 +22,22 @@ pub struct SessionOptions {
     pub chat: bool,
     /// The client's environment; providers read API keys from it.
     pub env: HashMap<String, String>,
+    /// A saved session to continue instead of starting a new one (its own working
+    /// directory and kind then apply).
+    pub resume: Option<String>,
+    /// Who runs the session (`serve` or `daemon`), for the session file's lock.
+    pub by: &'static str,
 }
 
 impl SessionOptions {
     /// Options for a session of this very process (in-process serve).
-    pub fn from_current_process(chat: bool) -> Self {
+    pub fn from_current_process(chat: bool, resume: Option<String>) -> Self {
         Self {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             chat,
             env: std::env::vars().collect(),
+            resume,
+            by: "serve",
         }
     }
 }
@@ -39,7 +46,48 @@ fn new_session_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParams {
+/// Builds a session: a new one, or (with `options.resume`) a saved one, locked for this
+/// process. Blocking (it reads the profile, the config and the session file); must run
+/// within a tokio runtime, which the session file's writer joins. `Err`: the saved
+/// session cannot be continued (unknown, or open elsewhere), said for the client.
+pub fn build_session(
+    profile: &Profile,
+    mut options: SessionOptions,
+) -> Result<SessionParams, String> {
+    let (session_id, opened) = match options.resume.take() {
+        Some(id) => {
+            let opened = crate::sessions::open_saved(&profile.dir, &id, options.by)?;
+            if let Some(meta) = opened
+                .saved
+                .as_ref()
+                .and_then(|(entries, _)| entries.first())
+                .and_then(|entry| match &entry.body {
+                    crate::engine::store::EntryBody::Session(meta) => Some(meta),
+                    _ => None,
+                })
+            {
+                if !meta.chat && !meta.cwd.is_dir() {
+                    return Err(format!(
+                        "session {id} ran in {}, which is not a directory any more",
+                        meta.cwd.display()
+                    ));
+                }
+                options.cwd = meta.cwd.clone();
+                options.chat = meta.chat;
+            }
+            (id, opened)
+        }
+        None => {
+            let id = new_session_id();
+            let cwd = if options.chat {
+                profile.chats_dir()
+            } else {
+                options.cwd.clone()
+            };
+            let opened = crate::sessions::new_session(&profile.dir, &cwd, &id, options.by);
+            (id, opened)
+        }
+    };
     let config_path = profile.config_path();
     let LoadedConfig {
         config,
@@ -69,6 +117,7 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
     crate::tools::register_all(&mut tools);
 
     let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
+    let idle_unload_secs = config.daemon.idle_unload_secs;
     let reasoning_effort = config.reasoning_effort.clone();
     let env = Arc::new(options.env);
     let catalog = Catalog::new(
@@ -78,8 +127,18 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
         env.clone(),
     )
     .config_problems(config_broken, &broken_providers);
-    SessionParams {
-        session_id: new_session_id(),
+    let chat = options.chat || is_inside(&cwd, &profile.chats_dir());
+    let idle_unload = (options.by == "daemon")
+        .then(|| idle_unload_secs.unwrap_or(DEFAULT_IDLE_UNLOAD_SECS))
+        .filter(|secs| *secs > 0)
+        .map(std::time::Duration::from_secs);
+    let library = Arc::new(ProfileLibrary {
+        profile: profile.clone(),
+        env: env.as_ref().clone(),
+        by: options.by,
+    });
+    Ok(SessionParams {
+        session_id,
         cwd,
         env,
         profile_dir: profile.dir.clone(),
@@ -91,6 +150,47 @@ pub fn build_session(profile: &Profile, options: SessionOptions) -> SessionParam
         tools,
         startup_errors,
         clients: None,
+        chat,
+        journal: opened.journal,
+        saved: opened.saved,
+        library,
+        idle_unload,
+    })
+}
+
+/// How long an idle daemon session stays loaded by default: ten minutes.
+pub const DEFAULT_IDLE_UNLOAD_SECS: u64 = 600;
+
+/// The saved sessions of a profile, as `/resume` sees them.
+struct ProfileLibrary {
+    profile: Profile,
+    env: HashMap<String, String>,
+    by: &'static str,
+}
+
+impl crate::engine::library::Library for ProfileLibrary {
+    fn list(&self, cwd: &std::path::Path) -> Vec<crate::engine::library::Saved> {
+        crate::sessions::list(&self.profile.dir, Some(cwd))
+            .into_iter()
+            .map(|saved| crate::engine::library::Saved {
+                id: saved.id,
+                label: saved.label,
+                updated: saved.updated,
+            })
+            .collect()
+    }
+
+    fn open(&self, id: &str) -> Result<SessionParams, String> {
+        build_session(
+            &self.profile,
+            SessionOptions {
+                cwd: PathBuf::from("/"),
+                chat: false,
+                env: self.env.clone(),
+                resume: Some(id.to_owned()),
+                by: self.by,
+            },
+        )
     }
 }
 
@@ -133,13 +233,34 @@ impl jucode_daemon::Host for EngineHost {
             .await
             .map_err(|err| format!("internal error while opening: {err}"))??;
         let id = built.session_id.clone();
+        let cwd = Some(built.cwd.clone());
+        let chat = built.chat;
         let (events, output) = tokio::sync::mpsc::channel(crate::engine::EVENT_QUEUE);
         let handle = crate::engine::spawn(built, events);
         Ok(jucode_daemon::Hosted {
             id,
             input: handle.inputs,
             output,
+            cwd,
+            chat,
         })
+    }
+
+    async fn saved_sessions(&self) -> Vec<jucode_daemon::SavedSession> {
+        let profile = self.profile.dir.clone();
+        tokio::task::spawn_blocking(move || crate::sessions::list(&profile, None))
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|saved| jucode_daemon::SavedSession {
+                id: saved.id,
+                cwd: Some(saved.cwd),
+                chat: saved.chat,
+                label: Some(saved.label),
+                created_at: saved.created,
+                updated: saved.updated,
+            })
+            .collect()
     }
 
     fn is_quit(&self, op: &str, line: &[u8]) -> bool {
@@ -163,6 +284,18 @@ fn prepare_open(
 ) -> Result<SessionParams, String> {
     // The client's profile, as its own process would use; the daemon's otherwise.
     let profile = Profile::from_env(&params.env).unwrap_or_else(|| default_profile.clone());
+    if let Some(id) = params.resume {
+        let options = SessionOptions {
+            cwd: PathBuf::from("/"),
+            chat: false,
+            env: params.env,
+            resume: Some(id),
+            by: "daemon",
+        };
+        let mut session = build_session(&profile, options)?;
+        session.clients = Some(params.clients);
+        return Ok(session);
+    }
     let cwd = match params.cwd {
         Some(cwd) if cwd.is_absolute() => cwd,
         Some(cwd) => {
@@ -181,8 +314,10 @@ fn prepare_open(
         cwd,
         chat: params.chat,
         env: params.env,
+        resume: None,
+        by: "daemon",
     };
-    let mut session = build_session(&profile, options);
+    let mut session = build_session(&profile, options)?;
     session.clients = Some(params.clients);
     Ok(session)
 }

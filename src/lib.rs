@@ -10,6 +10,7 @@
 //! - [`engine`]: one session's state machine and turn loop. Defines the [`engine::ModelClient`]
 //!   and [`engine::Tool`] traits it needs and never names a concrete provider or tool.
 //! - [`providers`], [`tools`]: implementations of those traits.
+//! - [`sessions`]: session files on disk (the engine's journal, loading, listing).
 //! - [`host`]: wires an engine session from a profile (config, catalog, tools).
 //! - [`transport`]: moves lines between a byte stream and a session.
 
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod host;
 pub mod protocol;
 pub mod providers;
+pub mod sessions;
 pub mod tools;
 pub mod transport;
 

@@ -42,8 +42,10 @@ struct ServeArgs {
     /// Start a chat session (runs in <profile>/chats with the chat prompt).
     #[arg(long, conflicts_with = "session")]
     chat: bool,
-    /// Attach to this existing daemon session instead of opening a new one.
-    #[arg(long, value_name = "ID", conflicts_with = "in_process")]
+    /// Continue this session instead of starting a new one: attach to it in the daemon
+    /// (which loads it from disk if it is not running), or with --in-process load it
+    /// here. Exit code 2 when no such session exists or it is open elsewhere.
+    #[arg(long, value_name = "ID")]
     session: Option<String>,
     /// The daemon's socket (default: $JUCODE_HOME/daemon.sock, else
     /// $XDG_RUNTIME_DIR/jucode/daemon.sock, else ~/.jucode/daemon.sock).
@@ -89,9 +91,9 @@ fn serve(args: ServeArgs) -> u8 {
         Err(message) => return fail(&message),
     };
     if args.in_process {
-        let options = SessionOptions::from_current_process(args.chat);
+        let options = SessionOptions::from_current_process(args.chat, args.session);
         return match stdio::serve_in_process(profile, options) {
-            Ok(()) => 0,
+            Ok(code) => code,
             Err(err) => fail(&format!("serve failed: {err}")),
         };
     }
@@ -121,9 +123,9 @@ fn serve(args: ServeArgs) -> u8 {
             // write to, no room, ...): the session still runs, here. Nothing was
             // printed yet, so stdout is exactly in-process serve's.
             eprintln!("jucode: {why}; running the session in this process instead");
-            let options = SessionOptions::from_current_process(args.chat);
+            let options = SessionOptions::from_current_process(args.chat, None);
             match stdio::serve_in_process(profile, options) {
-                Ok(()) => 0,
+                Ok(code) => code,
                 Err(err) => fail(&format!("serve failed: {err}")),
             }
         }

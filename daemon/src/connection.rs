@@ -259,10 +259,10 @@ impl<H: Host> Connection<H> {
         };
         match op {
             DaemonOp::Open(open) => self.open(open).await,
-            DaemonOp::Attach { session } => self.attach(session).await,
+            DaemonOp::Attach { session, env } => self.attach(session, env).await,
             DaemonOp::Detach { session } => self.detach(session).await,
             DaemonOp::Close { session } => self.close(session),
-            DaemonOp::Sessions => self.sessions(),
+            DaemonOp::Sessions => self.sessions().await,
             DaemonOp::DaemonStatus => self.daemon_status(),
             DaemonOp::DaemonStop => {
                 self.reply(DaemonEvent::info("daemon stopping", None).line());
@@ -356,31 +356,63 @@ impl<H: Host> Connection<H> {
             chat: op.chat,
             env: op.env,
             clients: watched,
+            resume: None,
         };
-        let Hosted { id, input, output } = match self.shared.host.open(params).await {
+        let hosted = match self.shared.host.open(params).await {
             Ok(hosted) => hosted,
             Err(err) => return self.error(&format!("cannot open session: {err}"), None),
         };
-        let session = Arc::new(Session::new(id.into(), op.cwd, op.chat, input, clients));
-        if let Err(session) = self.shared.sessions.insert(session.clone()) {
-            let message = format!("cannot open session: duplicate session id {}", session.id);
-            return self.error(&message, Some(&session.id));
-        }
         // Subscribed before the fan-out starts: the opener gets every line from the
         // very first, without a snapshot.
-        if session.subscribe(&self.client, None).is_err() || self.shared.stopping.is_cancelled() {
-            session.close_input(CloseReason::DaemonStopping);
+        if let Err(message) = self.host_session(hosted, clients, None) {
+            self.error(&message, None);
         }
-        tracing::info!(session = %session.id, client = self.client.id, "session opened");
-        let task = crate::fanout::run(self.shared.clone(), session, output);
-        self.shared.session_tasks.spawn(task);
     }
 
-    async fn attach(&mut self, id: String) {
-        let Some(session) = self.shared.sessions.get(&id) else {
-            return self.error(&format!("unknown session: {id}"), Some(&id));
-        };
+    /// Registers a session the host started and starts its fan-out, with this client
+    /// attached (from its first line, or waiting for the snapshot `token`).
+    fn host_session(
+        &mut self,
+        hosted: Hosted<H::Input, H::Output>,
+        clients: watch::Sender<usize>,
+        token: Option<u64>,
+    ) -> Result<Arc<Session<H::Input>>, String> {
+        let Hosted {
+            id,
+            input,
+            output,
+            cwd,
+            chat,
+        } = hosted;
+        let session = Arc::new(Session::new(id.into(), cwd, chat, input, clients));
+        if let Err(session) = self.shared.sessions.insert(session.clone()) {
+            return Err(format!(
+                "cannot open session: duplicate session id {}",
+                session.id
+            ));
+        }
+        if session.subscribe(&self.client, token).is_err() || self.shared.stopping.is_cancelled() {
+            session.close_input(CloseReason::DaemonStopping);
+        }
+        tracing::info!(session = %session.id, client = self.client.id, "session started");
+        let task = crate::fanout::run(self.shared.clone(), session.clone(), output);
+        self.shared.session_tasks.spawn(task);
+        Ok(session)
+    }
+
+    /// Attaches to a running session, or loads a saved one first.
+    async fn attach(&mut self, id: String, env: std::collections::HashMap<String, String>) {
         let token = self.shared.next_token();
+        let session = match self.shared.sessions.get(&id) {
+            Some(session) => session,
+            None => match self.load(&id, env, token).await {
+                Ok(session) => {
+                    self.send(&session, ClientInput::Snapshot { token }).await;
+                    return;
+                }
+                Err(message) => return self.error(&message, Some(&id)),
+            },
+        };
         if session.subscribe(&self.client, Some(token)).is_err() {
             return self.error(&format!("unknown session: {id}"), Some(&id));
         }
@@ -445,21 +477,78 @@ impl<H: Host> Connection<H> {
         }
     }
 
-    fn sessions(&self) {
-        let sessions: Vec<_> = self
+    /// Loads saved session `id` with this client waiting for its snapshot `token`.
+    async fn load(
+        &mut self,
+        id: &str,
+        env: std::collections::HashMap<String, String>,
+        token: u64,
+    ) -> Result<Arc<Session<H::Input>>, String> {
+        let (clients, watched) = watch::channel(0);
+        let params = OpenParams {
+            cwd: None,
+            chat: false,
+            env,
+            clients: watched,
+            resume: Some(id.to_owned()),
+        };
+        match self.shared.host.open(params).await {
+            Ok(hosted) => self.host_session(hosted, clients, Some(token)),
+            // Another client may have loaded it meanwhile (its lock is then taken).
+            Err(message) => match self.shared.sessions.get(id) {
+                Some(session) => {
+                    if session.subscribe(&self.client, Some(token)).is_err() {
+                        return Err(format!("unknown session: {id}"));
+                    }
+                    Ok(session)
+                }
+                None => Err(message),
+            },
+        }
+    }
+
+    /// Live sessions, oldest first, then saved ones that are not live, newest first.
+    async fn sessions(&self) {
+        let saved = self.shared.host.saved_sessions().await;
+        let mut sessions: Vec<_> = self
             .shared
             .sessions
             .all()
             .into_iter()
-            .map(|s| SessionInfo {
-                session: s.id.to_string(),
-                cwd: s.cwd.as_ref().map(|cwd| cwd.to_string_lossy().into_owned()),
-                chat: s.chat,
-                clients: s.client_count(),
-                state: s.state(),
-                created_at: s.created_at,
+            .map(|s| {
+                let on_disk = saved.iter().find(|saved| *saved.id == *s.id);
+                SessionInfo {
+                    session: s.id.to_string(),
+                    cwd: s.cwd.as_ref().map(|cwd| cwd.to_string_lossy().into_owned()),
+                    chat: s.chat,
+                    clients: s.client_count(),
+                    state: s.state(),
+                    created_at: s.created_at,
+                    live: true,
+                    label: on_disk.and_then(|saved| saved.label.clone()),
+                    updated: on_disk.map_or(s.created_at, |saved| saved.updated),
+                }
             })
             .collect();
+        for saved in saved {
+            if sessions.iter().any(|live| live.session == saved.id) {
+                continue;
+            }
+            sessions.push(SessionInfo {
+                session: saved.id,
+                cwd: saved
+                    .cwd
+                    .as_ref()
+                    .map(|cwd| cwd.to_string_lossy().into_owned()),
+                chat: saved.chat,
+                clients: 0,
+                state: "saved".to_owned(),
+                created_at: saved.created_at,
+                live: false,
+                label: saved.label,
+                updated: saved.updated,
+            });
+        }
         self.reply(DaemonEvent::Sessions { sessions }.line());
     }
 

@@ -32,6 +32,10 @@ pub trait Host: Send + Sync + 'static {
         params: OpenParams,
     ) -> impl Future<Output = Result<Hosted<Self::Input, Self::Output>, String>> + Send;
 
+    /// The sessions saved on disk, for the `sessions` answer (file-system work: keep it
+    /// off the async workers). Sessions that are also running are listed as running.
+    fn saved_sessions(&self) -> impl Future<Output = Vec<SavedSession>> + Send;
+
     /// Whether a client line with this `op` means "this client is done with the
     /// session" (the engine's `shutdown`, `/quit`, `/exit`). Such lines are not
     /// forwarded: the daemon detaches the client, or ends the session if it was the
@@ -49,6 +53,9 @@ pub struct OpenParams {
     pub chat: bool,
     /// The client's environment; the session's tools run with it.
     pub env: HashMap<String, String>,
+    /// A saved session to load (by id) instead of starting a new one: what `attach`
+    /// asks for when the session is not live.
+    pub resume: Option<String>,
     /// How many clients are attached to the session right now. A session nobody
     /// watches should not wait for answers only a client can give (approvals).
     pub clients: watch::Receiver<usize>,
@@ -60,6 +67,22 @@ pub struct Hosted<I, O> {
     pub id: String,
     pub input: mpsc::Sender<I>,
     pub output: mpsc::Receiver<O>,
+    /// Its working directory and kind, as listed by `sessions` (for a loaded session,
+    /// those it was saved with).
+    pub cwd: Option<PathBuf>,
+    pub chat: bool,
+}
+
+/// A session saved on disk.
+#[derive(Debug, Clone)]
+pub struct SavedSession {
+    pub id: String,
+    pub cwd: Option<PathBuf>,
+    pub chat: bool,
+    pub label: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub updated: u64,
 }
 
 /// What the daemon sends into a session.

@@ -30,9 +30,13 @@ pub const PROTOCOL_VERSION: u32 = 2;
 pub enum DaemonOp {
     /// Starts a session and attaches this connection to it.
     Open(OpenOp),
-    /// Attaches this connection to a running session (a snapshot, then live events).
+    /// Attaches this connection to a session (a snapshot, then live events); a saved
+    /// session that is not running is loaded first.
     Attach {
         session: String,
+        /// The client's environment, used if the session must be loaded (as `open`'s).
+        #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+        env: HashMap<String, String>,
     },
     /// Leaves a session once it has handled this connection's earlier ops.
     Detach {
@@ -148,19 +152,27 @@ pub enum CloseReason {
     Ended,
 }
 
-/// One row of the `sessions` answer.
+/// One row of the `sessions` answer: a session running in the daemon (`live`), or one
+/// saved on disk that attaching loads again.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 pub struct SessionInfo {
     pub session: String,
-    /// The `cwd` it was opened with; `null` when the opener gave none.
+    /// Its working directory; `null` when the opener gave none.
     pub cwd: Option<String>,
     pub chat: bool,
     /// Connections attached to it now.
     pub clients: usize,
-    /// The `message` of its last `status` event, or `starting` before the first.
+    /// The `message` of its last `status` event, `starting` before the first, `saved`
+    /// for a session that is not running.
     pub state: String,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
+    /// Running in the daemon now.
+    pub live: bool,
+    /// Its first user message's first line; `null` before it has one.
+    pub label: Option<String>,
+    /// When it last changed, milliseconds since the Unix epoch.
+    pub updated: u64,
 }
 
 /// The `daemon_status` answer.
@@ -269,6 +281,9 @@ mod tests {
                 clients: 0,
                 state: "ready".into(),
                 created_at: 7,
+                live: true,
+                label: Some("hi".into()),
+                updated: 8,
             }],
         };
         let parsed: DaemonEvent = serde_json::from_slice(&event.line()).unwrap();

@@ -4,13 +4,14 @@
 //! each bounded by [`DaemonOptions::stop_grace`], mini-redis style (cancellation tokens
 //! to tell tasks, task trackers to know when they are done):
 //!
-//! 1. stop accepting, and stop reading ops from connected clients;
+//! 1. stop accepting and remove the socket file (unless systemd owns it), and stop
+//!    reading ops from connected clients;
 //! 2. drop every session's input, so every session ends, and wait for their outputs to
 //!    close (each client gets the final events and `session_closed`); a session still
 //!    running after the grace period is abandoned;
 //! 3. let every connection flush its queue and close; one still writing after the grace
 //!    period (a client that stopped reading) is cut off;
-//! 4. remove the socket file (unless systemd owns it), then the lock file.
+//! 4. remove the lock file.
 
 use std::future::Future;
 use std::io;
@@ -227,14 +228,16 @@ pub async fn run<H: Host>(
 
     tracing::info!("daemon stopping");
     drop(listener);
-    stop(&shared, options.stop_grace).await;
-    // Only our own socket: a file another daemon bound since is left alone.
+    // The file goes with the listener, before the sessions wind down: nobody may find
+    // a socket that refuses them. Only our own: a file another daemon bound since is
+    // left alone. (The lock stays until the end, so no second daemon starts meanwhile.)
     if let Some(socket) = owned_socket
         && bound.is_some()
         && socket_identity(&socket) == bound
     {
         let _ = std::fs::remove_file(socket);
     }
+    stop(&shared, options.stop_grace).await;
     drop(lock);
     tracing::info!("daemon stopped");
     Ok(())

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 
 use super::model::{ImageData, Message};
+use super::store::{EntryBody, Prepared};
 use crate::protocol::{UserInput, UserMessageEvent};
 
 /// Images above this size are refused: providers reject them and they bloat every
@@ -18,32 +19,40 @@ use crate::protocol::{UserInput, UserMessageEvent};
 const MAX_IMAGE_BYTES: u64 = 20 * 1024 * 1024;
 
 pub struct PreparedInput {
-    pub message: Message,
+    /// The store entry, its tokens counted (on the blocking pool, with the images).
+    pub entry: Prepared,
     pub shown: UserMessageEvent,
     /// One `info` line per image that could not be attached.
     pub notices: Vec<String>,
 }
 
-pub async fn prepare(input: UserInput, cwd: PathBuf) -> PreparedInput {
-    let task = tokio::task::spawn_blocking(move || prepare_blocking(input, &cwd));
+/// `steered`: the message joins a running turn instead of starting one.
+pub async fn prepare(input: UserInput, cwd: PathBuf, steered: bool) -> PreparedInput {
+    let task = tokio::task::spawn_blocking(move || prepare_blocking(input, &cwd, steered));
     match task.await {
         Ok(prepared) => prepared,
-        Err(err) => PreparedInput {
-            message: Message::User {
-                text: String::new(),
-                images: Vec::new(),
-            },
-            shown: UserMessageEvent {
-                content: String::new(),
-                images: Vec::new(),
-                files: Vec::new(),
-            },
-            notices: vec![format!("internal error while reading attachments: {err}")],
-        },
+        Err(err) => {
+            let shown = UserMessageEvent::default();
+            PreparedInput {
+                entry: Prepared::counted(
+                    EntryBody::User {
+                        message: Message::User {
+                            text: String::new(),
+                            images: Vec::new(),
+                        },
+                        shown: shown.clone(),
+                        steered,
+                    },
+                    0,
+                ),
+                shown,
+                notices: vec![format!("internal error while reading attachments: {err}")],
+            }
+        }
     }
 }
 
-fn prepare_blocking(input: UserInput, cwd: &Path) -> PreparedInput {
+fn prepare_blocking(input: UserInput, cwd: &Path, steered: bool) -> PreparedInput {
     let mut notices = Vec::new();
     let mut images = Vec::new();
     let mut attached_paths = Vec::new();
@@ -57,13 +66,18 @@ fn prepare_blocking(input: UserInput, cwd: &Path) -> PreparedInput {
         }
     }
     let text = model_text(&input.content, &input.files, cwd);
+    let shown = UserMessageEvent {
+        content: input.content,
+        images: attached_paths,
+        files: input.files,
+    };
     PreparedInput {
-        message: Message::User { text, images },
-        shown: UserMessageEvent {
-            content: input.content,
-            images: attached_paths,
-            files: input.files,
-        },
+        entry: Prepared::new(EntryBody::User {
+            message: Message::User { text, images },
+            shown: shown.clone(),
+            steered,
+        }),
+        shown,
         notices,
     }
 }
@@ -165,8 +179,12 @@ mod tests {
             ],
             files: vec![],
         };
-        let prepared = prepare_blocking(input, dir.path());
-        let Message::User { text, images } = &prepared.message else {
+        let prepared = prepare_blocking(input, dir.path(), false);
+        let EntryBody::User {
+            message: Message::User { text, images },
+            ..
+        } = prepared.entry.body()
+        else {
             panic!("expected a user message");
         };
         assert_eq!(text, "see");

@@ -7,6 +7,7 @@
 //! turn is interrupted halfway.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,15 +15,20 @@ use tokio::sync::oneshot;
 
 use super::approvals::{Gate, gate};
 use super::deferred::{self, ActionState, DeferredAction};
-use super::model::ToolCall;
+use super::model::{Message, ToolCall};
 use super::plan::{PROPOSE_PLAN, new_plan_id};
 use super::shared::{Answer, PendingApproval};
+use super::store::{EntryBody, FileBefore, Prepared};
+use super::tools::Effect;
 use super::tools::{Assessment, Tool, ToolContext, ToolOutput};
 use super::turn::TurnContext;
-use crate::protocol::{Event, PlanStatus, Resolution, TranscriptItem};
+use crate::protocol::{Event, PlanStatus, Resolution};
 
 /// What the model reads for a call the user's interrupt stopped.
 const INTERRUPTED: &str = "interrupted by the user";
+
+/// Files larger than this are not recorded for `/checkout` (nor edited: see the tools).
+const MAX_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// How often a running tool's output is shown (`tool_update`).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
@@ -61,20 +67,21 @@ impl TurnContext {
             };
             let Some(outcome) = outcome else {
                 self.close_interrupted(call).await;
+                let rest: Vec<Prepared> = calls[done + 1..]
+                    .iter()
+                    .map(|call| tool_result(call, INTERRUPTED.into(), true))
+                    .collect();
                 self.emitter.change(|shared| {
-                    for call in &calls[done + 1..] {
-                        shared
-                            .history
-                            .push_tool_result(call, INTERRUPTED.into(), true);
+                    for entry in rest {
+                        shared.store.append(entry);
                     }
                 });
                 return CallsOutcome::Interrupted;
             };
+            let entry = tool_result(call, outcome.output.clone(), outcome.is_error);
             self.emitter
                 .emit_with(|shared| {
-                    shared
-                        .history
-                        .push_tool_result(call, outcome.output.clone(), outcome.is_error);
+                    shared.store.append(entry);
                     let event = Event::ToolOutput {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
@@ -108,11 +115,10 @@ impl TurnContext {
                 (resolved, ())
             })
             .await;
+        let entry = tool_result(call, INTERRUPTED.into(), true);
         self.emitter
             .emit_with(|shared| {
-                shared
-                    .history
-                    .push_tool_result(call, INTERRUPTED.into(), true);
+                shared.store.append(entry);
                 let event = Event::ToolOutput {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -138,17 +144,25 @@ impl TurnContext {
             Ok(assessment) => assessment,
             Err(output) => return output,
         };
+        let edits = match &assessment.effect {
+            Effect::Edit { paths } => paths.clone(),
+            _ => Vec::new(),
+        };
         match gate(
             &assessment.effect,
             self.current_mode(),
             &call.name,
             &self.cwd,
         ) {
-            Gate::Run => self.execute(&tool, call, args, ctx).await,
+            Gate::Run => {
+                self.checkpoint(&edits).await;
+                self.execute(&tool, call, args, ctx).await
+            }
             Gate::Refuse(message) => ToolOutput::error(message),
             Gate::Ask => match self.ask(call, &args, assessment).await {
                 Verdict::Run { hunks } => {
                     ctx.hunks = hunks;
+                    self.checkpoint(&edits).await;
                     self.execute(&tool, call, args, ctx).await
                 }
                 Verdict::Denied => ToolOutput::error(format!(
@@ -164,6 +178,58 @@ impl TurnContext {
                 )),
             },
         }
+    }
+
+    /// Records, before a call changes them, how the files it edits are now (the first
+    /// time this turn touches each), so `/checkout` can put them back. The record is in
+    /// the session file before the change is made.
+    async fn checkpoint(&self, paths: &[PathBuf]) {
+        let Some(turn) = self.turn.get().cloned() else {
+            return;
+        };
+        let fresh: Vec<PathBuf> = {
+            let mut seen = self
+                .checkpointed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            paths
+                .iter()
+                .filter(|path| seen.insert((*path).clone()))
+                .cloned()
+                .collect()
+        };
+        if fresh.is_empty() {
+            return;
+        }
+        let files = tokio::task::spawn_blocking(move || {
+            fresh
+                .into_iter()
+                .filter_map(|path| match std::fs::metadata(&path) {
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(FileBefore {
+                        path,
+                        content: None,
+                    }),
+                    Ok(meta) if meta.is_file() && meta.len() <= MAX_CHECKPOINT_BYTES => {
+                        let bytes = std::fs::read(&path).ok()?;
+                        Some(FileBefore {
+                            path,
+                            content: Some(Arc::from(bytes)),
+                        })
+                    }
+                    _ => {
+                        tracing::warn!(path = %path.display(), "not checkpointed: not a regular file of at most 16 MiB");
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        if files.is_empty() {
+            return;
+        }
+        let entry = Prepared::counted(EntryBody::Checkpoint { turn, files }, 0);
+        self.emitter.change(|shared| shared.store.append(entry));
     }
 
     fn tool_context(&self) -> ToolContext {
@@ -313,28 +379,33 @@ impl TurnContext {
                 .filter(|text| !text.trim().is_empty())
         };
         let (Some(title), Some(markdown)) = (field("title"), field("markdown")) else {
-            self.emitter.change(|shared| {
-                shared.history.push_tool_result(
-                    call,
-                    "propose_plan needs a non-empty `title` and `markdown`; call it again with the complete plan.".into(),
-                    true,
-                )
-            });
+            let entry = tool_result(
+                call,
+                "propose_plan needs a non-empty `title` and `markdown`; call it again with the complete plan.".into(),
+                true,
+            );
+            self.emitter.change(|shared| shared.store.append(entry));
             return false;
         };
+        let result = tool_result(
+            call,
+            "The plan was delivered to the user for review. Stop here and wait for their decision."
+                .into(),
+            false,
+        );
+        let plan = Prepared::counted(
+            EntryBody::Plan {
+                id: id.clone(),
+                title: title.clone(),
+                markdown: markdown.clone(),
+                status: PlanStatus::Pending,
+            },
+            0,
+        );
         self.emitter
             .emit_with(|shared| {
-                shared.history.push_tool_result(
-                    call,
-                    "The plan was delivered to the user for review. Stop here and wait for their decision.".into(),
-                    false,
-                );
-                shared.history.transcript.push(TranscriptItem::Plan {
-                    id: id.clone(),
-                    title: title.clone(),
-                    content: markdown.clone(),
-                    status: PlanStatus::Pending,
-                });
+                shared.store.append(result);
+                shared.store.append(plan);
                 let event = Event::ProposedPlan {
                     id,
                     title,
@@ -346,6 +417,16 @@ impl TurnContext {
             .await;
         true
     }
+}
+
+/// The store entry of one call's result (its tokens counted here, outside any lock).
+fn tool_result(call: &ToolCall, output: String, is_error: bool) -> Prepared {
+    Prepared::new(EntryBody::ToolResult(Message::Tool {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        output,
+        is_error,
+    }))
 }
 
 /// What became of a call that needed approval.

@@ -26,6 +26,14 @@ enum CommandName {
     Plan,
     #[strum(serialize = "/transcript")]
     Transcript,
+    #[strum(serialize = "/resume")]
+    Resume,
+    #[strum(serialize = "/tree")]
+    Tree,
+    #[strum(serialize = "/checkout")]
+    Checkout,
+    #[strum(serialize = "/compact")]
+    Compact,
     #[strum(serialize = "/quit")]
     Quit,
     #[strum(serialize = "/exit")]
@@ -54,6 +62,19 @@ impl CommandName {
                 "Approve a proposed plan, or ask for a revision",
             ),
             Self::Transcript => ("", "Show the conversation so far (a transcript event)"),
+            Self::Resume => (
+                "[session_id]",
+                "Pick a saved session to continue, or continue this one",
+            ),
+            Self::Tree => (
+                "[node_id]",
+                "Show the conversation's branches, or continue from an earlier point",
+            ),
+            Self::Checkout => (
+                "[turn_id]",
+                "List turns that changed files, or put the files back as before one and continue from there",
+            ),
+            Self::Compact => ("", "Summarise the conversation so far to free context"),
             Self::Quit => ("", "End the session"),
             Self::Exit => ("", "End the session (same as /quit)"),
         }
@@ -79,6 +100,14 @@ pub enum Command<'a> {
     /// The arguments after `/plan`, parsed by the session.
     Plan(&'a str),
     Quit,
+    /// `/resume` alone: the picker (`resume_view`).
+    ResumeView,
+    Resume(&'a str),
+    TreeView,
+    MoveTo(&'a str),
+    CheckpointView,
+    Checkout(&'a str),
+    Compact,
 }
 
 pub fn command_list() -> Vec<CommandInfo> {
@@ -134,6 +163,12 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
         CommandName::Help => no_args(Command::Help),
         CommandName::Quit | CommandName::Exit => no_args(Command::Quit),
         CommandName::Transcript => no_args(Command::Transcript),
+        CommandName::Compact => no_args(Command::Compact),
+        CommandName::Resume => one_optional(name, &args, Command::ResumeView, Command::Resume),
+        CommandName::Tree => one_optional(name, &args, Command::TreeView, Command::MoveTo),
+        CommandName::Checkout => {
+            one_optional(name, &args, Command::CheckpointView, Command::Checkout)
+        }
         CommandName::Approve => match args.as_slice() {
             [call_id, decision, rest @ ..] => {
                 let Some(decision) = Decision::parse(decision) else {
@@ -171,6 +206,28 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
             }),
             _ => Err(format!("usage: /model {}", CommandName::Model.usage().0)),
         },
+    }
+}
+
+/// A command taking one optional argument: the view without it, the action with it.
+fn one_optional<'a>(
+    name: &str,
+    args: &[&'a str],
+    view: Command<'a>,
+    act: impl FnOnce(&'a str) -> Command<'a>,
+) -> Result<Command<'a>, String> {
+    match args {
+        [] => Ok(view),
+        [id] => Ok(act(id)),
+        _ => Err(format!("usage: {name} [id]")),
+    }
+}
+
+/// The session a `/resume <id>` line asks to continue, if it is one.
+pub fn resume_target(input: &str) -> Option<String> {
+    match parse(input) {
+        Ok(Command::Resume(id)) => Some(id.to_owned()),
+        _ => None,
     }
 }
 

@@ -24,6 +24,13 @@ use crate::protocol::{ClientId, Event, EventEncoder, EventLine, SessionStatus};
 /// while the writer is in a syscall, small enough to bound memory at a few hundred KiB.
 pub const EVENT_QUEUE: usize = 1024;
 
+/// One part of a snapshot.
+pub enum SnapshotPart {
+    Event(Box<Event>),
+    /// A `transcript` event from encoded items.
+    Transcript(Vec<bytes::Bytes>),
+}
+
 /// What a session's output channel carries.
 #[derive(Debug)]
 pub enum Outbound {
@@ -32,7 +39,8 @@ pub enum Outbound {
     /// An event line for one client only: the answer to its op (an error, a view).
     Reply { client: ClientId, line: EventLine },
     /// The answer to [`super::Input::Snapshot`]: the lines a client attaching at this
-    /// exact point needs, for that client only.
+    /// exact point needs, for that client only. A long line may come in several
+    /// segments: the concatenation is whole lines.
     Snapshot { token: u64, lines: Vec<EventLine> },
     /// The answer to [`super::Input::Barrier`]: every event of earlier inputs is before it.
     Barrier { token: u64 },
@@ -52,6 +60,11 @@ impl Emitter {
             tx,
             shared,
         }
+    }
+
+    /// The output channel (to build an emitter for another session on it).
+    pub fn sender(&self) -> mpsc::Sender<Outbound> {
+        self.tx.clone()
     }
 
     /// Sends one event. A closed receiver (the client went away) is not an error for
@@ -86,17 +99,33 @@ impl Emitter {
     }
 
     /// Builds a snapshot from the shared state and queues it at this point of the
-    /// stream.
-    pub async fn snapshot(&self, token: u64, build: impl FnOnce(&Shared) -> Vec<Event>) {
+    /// stream. A transcript part costs reference counts (its items are encoded
+    /// already); only the small events are encoded here.
+    pub async fn snapshot(&self, token: u64, build: impl FnOnce(&Shared) -> Vec<SnapshotPart>) {
         let permit = self.tx.reserve().await;
         let shared = self.lock();
-        let lines = build(&shared)
-            .iter()
-            .map(|event| self.encoder.encode(event))
-            .collect();
+        let mut lines = Vec::new();
+        for part in build(&shared) {
+            match part {
+                SnapshotPart::Event(event) => lines.push(self.encoder.encode(&event)),
+                SnapshotPart::Transcript(items) => lines.extend(self.encoder.transcript(&items)),
+            }
+        }
         if let Ok(permit) = permit {
             permit.send(Outbound::Snapshot { token, lines });
         }
+    }
+
+    /// A `transcript` event of encoded items, for one client.
+    pub async fn reply_transcript(&self, client: ClientId, items: &[bytes::Bytes]) {
+        let line = EventLine::from(self.encoder.transcript(items).concat());
+        let _ = self.tx.send(Outbound::Reply { client, line }).await;
+    }
+
+    /// A `transcript` event of encoded items, for every client.
+    pub async fn emit_transcript(&self, items: &[bytes::Bytes]) {
+        let line = EventLine::from(self.encoder.transcript(items).concat());
+        let _ = self.tx.send(Outbound::Line(line)).await;
     }
 
     /// Marks this point of the output for a client leaving the session.

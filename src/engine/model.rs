@@ -11,17 +11,66 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
+use super::store::{Entry, EntryBody};
 use crate::protocol::{ModelState, TurnUsage};
 
-/// One request to the model: the whole conversation so far plus the tools it may call.
+/// One request to the model: the conversation so far plus the tools it may call.
+///
+/// The conversation is the store's entries themselves (shared, not copied); the
+/// provider reads each one's [`Entry::message`] as it encodes the request.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     /// The model name as the provider's API knows it (no `provider/` prefix).
     pub model: String,
-    pub system: String,
-    pub messages: Vec<Message>,
+    pub system: Arc<str>,
+    pub conversation: Vec<Arc<Entry>>,
     pub tools: Vec<ToolSpec>,
     pub reasoning_effort: Option<String>,
+}
+
+impl ChatRequest {
+    /// The messages the model reads, in order.
+    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + '_ {
+        self.conversation.iter().filter_map(|entry| entry.message())
+    }
+
+    /// A request from loose messages, outside any session (compaction, tests).
+    pub fn from_messages(
+        model: impl Into<String>,
+        system: &str,
+        messages: Vec<Message>,
+        tools: Vec<ToolSpec>,
+    ) -> Self {
+        let conversation = messages
+            .into_iter()
+            .enumerate()
+            .map(|(index, message)| {
+                let body = match message {
+                    Message::Assistant { .. } => EntryBody::Assistant(message),
+                    Message::Tool { .. } => EntryBody::ToolResult(message),
+                    Message::User { .. } => EntryBody::User {
+                        shown: Default::default(),
+                        message,
+                        steered: false,
+                    },
+                };
+                Arc::new(Entry::with_tokens(
+                    Arc::from(format!("m{index}")),
+                    None,
+                    0,
+                    body,
+                    0,
+                ))
+            })
+            .collect();
+        Self {
+            model: model.into(),
+            system: Arc::from(system),
+            conversation,
+            tools,
+            reasoning_effort: None,
+        }
+    }
 }
 
 /// A conversation item in provider-neutral form.

@@ -6,6 +6,12 @@
 
 use std::path::Path;
 
+/// The system prompt of a compaction request.
+pub const COMPACTION_SYSTEM: &str = include_str!("../prompts/compaction-system.md");
+
+/// The last message of a compaction request: what the summary must hold.
+pub const COMPACTION_REQUEST: &str = include_str!("../prompts/compaction-request.md");
+
 /// Project instructions above this size are cut: they are re-sent on every request.
 const MAX_INSTRUCTIONS_BYTES: usize = 64 * 1024;
 

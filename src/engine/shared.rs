@@ -10,12 +10,13 @@ use std::collections::BTreeSet;
 use tokio::sync::oneshot;
 
 use super::deferred::DeferredActions;
-use super::history::History;
+use super::store::Store;
 use super::tools::Hunk;
 use crate::protocol::{ApprovalMode, SessionStatus};
 
 pub struct Shared {
-    pub history: History,
+    /// The conversation (the active branch is what the model reads next).
+    pub store: Store,
     /// Text of the reply streaming right now, so a client attaching mid-reply sees it.
     pub streaming: Option<String>,
     /// Open approval requests, oldest first.
@@ -36,9 +37,9 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(mode: ApprovalMode) -> Self {
+    pub fn new(mode: ApprovalMode, store: Store) -> Self {
         Self {
-            history: History::default(),
+            store,
             streaming: None,
             approvals: Vec::new(),
             status: SessionStatus::Ready,

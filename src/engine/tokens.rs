@@ -36,12 +36,21 @@ fn count_text(text: &str) -> u64 {
     super::o200k::tokenizer().count(text) as u64
 }
 
-/// Tokens the next request would carry.
-pub fn count_context(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
-    let mut total = PER_MESSAGE + count_text(system);
-    for message in messages {
-        total += PER_MESSAGE;
-        total += match message {
+/// The share of the window a conversation may fill before it is compacted: 80 %, which
+/// leaves room for the reply and the compaction summary itself.
+pub fn context_limit(context_window: u64) -> u64 {
+    context_window / 5 * 4
+}
+
+/// Tokens of a piece of streamed text (a delta), without framing: for progress.
+pub fn count_delta(text: &str) -> u64 {
+    count_text(text)
+}
+
+/// Tokens one message adds to a request, its framing included.
+pub fn count_message(message: &Message) -> u64 {
+    PER_MESSAGE
+        + match message {
             Message::User { text, images } => count_text(text) + PER_IMAGE * images.len() as u64,
             Message::Assistant {
                 text, tool_calls, ..
@@ -53,14 +62,24 @@ pub fn count_context(system: &str, messages: &[Message], tools: &[ToolSpec]) -> 
                         .sum::<u64>()
             }
             Message::Tool { output, .. } => count_text(output),
-        };
-    }
+        }
+}
+
+/// Tokens every request carries besides its messages: the system prompt and the tool
+/// schemas.
+pub fn count_base(system: &str, tools: &[ToolSpec]) -> u64 {
+    let mut total = PER_MESSAGE + count_text(system);
     for tool in tools {
         total += count_text(&tool.name)
             + count_text(&tool.description)
             + count_text(&tool.parameters.to_string());
     }
     total
+}
+
+/// Tokens the next request would carry.
+pub fn count_context(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
+    count_base(system, tools) + messages.iter().map(count_message).sum::<u64>()
 }
 
 /// USD cost of one turn's usage at the model's prices (0 for what is unpriced). Cached

@@ -23,11 +23,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::attach;
 use super::calls::CallsOutcome;
+use super::compaction;
 use super::emitter::Emitter;
 use super::model::{
-    ChatRequest, FinishReason, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
+    ChatRequest, FinishReason, Message, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
 };
 use super::plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
+use super::store::{EntryBody, EntryId, Prepared};
+use super::tokens::{self, context_limit};
 use super::tools::ToolRegistry;
 use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput};
 
@@ -51,6 +54,10 @@ pub struct TurnContext {
     pub mode: ApprovalMode,
     pub steer: SteerInbox,
     pub cancel: CancellationToken,
+    /// The user message that started the turn (once it is recorded).
+    pub turn: std::sync::OnceLock<EntryId>,
+    /// Files whose state before the turn is already recorded (see `calls.rs`).
+    pub checkpointed: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,16 +103,33 @@ pub async fn run(ctx: TurnContext, first: UserInput) -> TurnOutcome {
     TurnOutcome { end, usage }
 }
 
+/// `/compact`: summarise what there is, keeping the latest turns that fit.
+pub async fn compact(ctx: TurnContext) -> TurnOutcome {
+    let mut usage = TurnUsage::default();
+    let end = match ctx.compact_now(&mut usage).await {
+        CompactEnd::Done => TurnEnd::Completed,
+        CompactEnd::Failed => TurnEnd::Failed,
+        CompactEnd::Interrupted => TurnEnd::Interrupted,
+    };
+    TurnOutcome { end, usage }
+}
+
+enum CompactEnd {
+    Done,
+    Failed,
+    Interrupted,
+}
+
 impl TurnContext {
     async fn run_loop(&self, first: UserInput, usage: &mut TurnUsage) -> TurnEnd {
-        if !self.accept(first).await {
+        if !self.accept(first, false).await {
             return TurnEnd::Interrupted;
         }
         loop {
             if !self.read_steered().await {
                 return TurnEnd::Interrupted;
             }
-            let (mut reply, end) = self.sample().await;
+            let (mut reply, end) = self.sample(usage).await;
             if end.is_some() {
                 // Calls of a reply cut short may be incomplete and will never run.
                 reply.tool_calls.clear();
@@ -121,12 +145,7 @@ impl TurnContext {
                     Some((call.id.clone(), draft.id))
                 })
                 .collect();
-            self.emitter.change(|shared| {
-                let text = shared.streaming.take().unwrap_or_default();
-                shared
-                    .history
-                    .push_assistant(text, reply.reasoning, reply.tool_calls);
-            });
+            self.record_reply(reply.reasoning, reply.tool_calls);
             if let Some(end) = end {
                 return end;
             }
@@ -148,23 +167,27 @@ impl TurnContext {
 
     /// Records and echoes one user message, then says the turn streams (again, after a
     /// steered message was read). False when interrupted meanwhile.
-    async fn accept(&self, input: UserInput) -> bool {
+    async fn accept(&self, input: UserInput, steered: bool) -> bool {
         let prepared = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => return false,
-            prepared = attach::prepare(input, self.cwd.clone()) => prepared,
+            prepared = attach::prepare(input, self.cwd.clone(), steered) => prepared,
         };
         for notice in prepared.notices {
             self.emitter.info(notice).await;
         }
-        self.emitter
+        let shown = prepared.shown;
+        let entry = prepared.entry;
+        let id = self
+            .emitter
             .emit_with(|shared| {
-                shared
-                    .history
-                    .push_user(prepared.message, prepared.shown.clone());
-                (Some(Event::UserMessage(prepared.shown)), ())
+                let entry = shared.store.append(entry);
+                (Some(Event::UserMessage(shown)), entry.id.clone())
             })
             .await;
+        if !steered {
+            let _ = self.turn.set(id);
+        }
         self.emitter.status(SessionStatus::Streaming).await;
         true
     }
@@ -177,7 +200,7 @@ impl TurnContext {
                 .ok()
                 .and_then(|mut inbox| inbox.pop_front());
             let Some(input) = next else { return true };
-            if !self.accept(input).await {
+            if !self.accept(input, true).await {
                 return false;
             }
         }
@@ -190,9 +213,93 @@ impl TurnContext {
         super::approvals::effective_mode(self.mode, current)
     }
 
+    /// Compacts the conversation now; events say how it went.
+    async fn compact_now(&self, usage: &mut TurnUsage) -> CompactEnd {
+        let keep = context_limit(self.model.info.context_window) / 4;
+        let plan = self
+            .emitter
+            .change(|shared| compaction::plan(&shared.store, keep, self.turn.get()));
+        let Some(plan) = plan else {
+            self.emitter.emit(Event::CompactionStart).await;
+            self.emitter
+                .emit(Event::CompactionFailed {
+                    error: "nothing to compact yet: the conversation is only the latest turn"
+                        .to_owned(),
+                })
+                .await;
+            return CompactEnd::Failed;
+        };
+        match compaction::run(plan, &self.model, &self.emitter, &self.cancel).await {
+            compaction::Outcome::Done { usage: spent } => {
+                usage.add(&spent);
+                CompactEnd::Done
+            }
+            compaction::Outcome::Failed => CompactEnd::Failed,
+            compaction::Outcome::Interrupted => CompactEnd::Interrupted,
+        }
+    }
+
+    /// Tokens the next request would carry.
+    fn next_request_tokens(&self) -> u64 {
+        let tools = self.request_tools();
+        let base = tokens::count_base(&self.system, &tools);
+        base + self.emitter.change(|shared| shared.store.request_tokens())
+    }
+
+    /// Before a request: a conversation past the context limit is compacted first
+    /// (`status: compacting` meanwhile); one that still does not fit the window ends the
+    /// turn with an error, and the message that made it overflow is set aside, so later
+    /// turns are not refused too.
+    async fn fit_context(&self, usage: &mut TurnUsage) -> Option<TurnEnd> {
+        let limit = context_limit(self.model.info.context_window);
+        if self.next_request_tokens() <= limit {
+            return None;
+        }
+        self.emitter.status(SessionStatus::Compacting).await;
+        let compacted = self.compact_now(usage).await;
+        if matches!(compacted, CompactEnd::Interrupted) {
+            return Some(TurnEnd::Interrupted);
+        }
+        self.emitter.status(SessionStatus::Streaming).await;
+        let tokens = self.next_request_tokens();
+        let window = self.model.info.context_window;
+        if tokens <= window {
+            return None;
+        }
+        self.set_aside_turn();
+        self.emitter
+            .error(format!(
+                "this turn does not fit in the model's context window ({tokens} tokens of {window}) even after compacting the conversation, so it was not sent; it was set aside (see /tree): send a shorter message, or attach large content as a file"
+            ))
+            .await;
+        Some(TurnEnd::Failed)
+    }
+
+    /// Moves the conversation back to before this turn, marking the move.
+    fn set_aside_turn(&self) {
+        let Some(turn) = self.turn.get() else { return };
+        self.emitter.change(|shared| {
+            let store = &mut shared.store;
+            let Some(parent) = store.get(turn).and_then(|entry| entry.parent.clone()) else {
+                return;
+            };
+            if store.move_to(&parent).is_ok() {
+                store.append(Prepared::counted(
+                    EntryBody::Branch {
+                        label: "A turn too large for the context window was set aside".to_owned(),
+                    },
+                    0,
+                ));
+            }
+        });
+    }
+
     /// One model request with transparent retries. Returns the reply (possibly partial)
     /// and, when the turn must end here, how.
-    async fn sample(&self) -> (Reply, Option<TurnEnd>) {
+    async fn sample(&self, usage: &mut TurnUsage) -> (Reply, Option<TurnEnd>) {
+        if let Some(end) = self.fit_context(usage).await {
+            return (Reply::default(), Some(end));
+        }
         self.emitter.emit(Event::Connecting).await;
         let request = self.build_request();
         let policy = self.model.retry;
@@ -231,21 +338,48 @@ impl TurnContext {
         }
     }
 
+    /// The next request: the active branch's entries (reference counts, no copy).
     fn build_request(&self) -> ChatRequest {
-        let messages = self
-            .emitter
-            .change(|shared| shared.history.messages.clone());
+        let conversation = self.emitter.change(|shared| shared.store.request());
+        let tools = self.request_tools();
+        ChatRequest {
+            model: self.model.model.clone(),
+            system: self.system.clone(),
+            conversation,
+            tools,
+            reasoning_effort: self.reasoning_effort.clone(),
+        }
+    }
+
+    /// The tools offered in the next request.
+    fn request_tools(&self) -> Vec<super::model::ToolSpec> {
         let mut tools = self.tools.specs();
         if self.current_mode() == ApprovalMode::Plan {
             tools.push(propose_plan_spec());
         }
-        ChatRequest {
-            model: self.model.model.clone(),
-            system: self.system.to_string(),
-            messages,
-            tools,
-            reasoning_effort: self.reasoning_effort.clone(),
+        tools
+    }
+
+    /// Records the reply just streamed. Its text stays visible (as the streaming text)
+    /// until the entry holding it is appended, in one step, so a snapshot taken in
+    /// between still shows it; the tokens are counted outside the lock.
+    fn record_reply(&self, reasoning: String, tool_calls: Vec<ToolCall>) {
+        let text = self
+            .emitter
+            .change(|shared| shared.streaming.clone().unwrap_or_default());
+        if text.is_empty() && tool_calls.is_empty() {
+            self.emitter.change(|shared| shared.streaming = None);
+            return;
         }
+        let entry = Prepared::new(EntryBody::Assistant(Message::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        }));
+        self.emitter.change(|shared| {
+            shared.streaming = None;
+            shared.store.append(entry);
+        });
     }
 
     async fn attempt(&self, request: &ChatRequest, reply: &mut Reply) -> Result<(), AttemptError> {

@@ -369,6 +369,11 @@ pub enum TranscriptItem {
     Branch {
         label: String,
     },
+    /// jucode addition: the model reads this summary in place of the conversation
+    /// before it (which stays in the session file and in `/tree`).
+    Compaction {
+        summary: String,
+    },
 }
 
 /// One item of a subagent's transcript.

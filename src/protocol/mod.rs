@@ -72,15 +72,38 @@ fn hello(build: Option<String>) -> Hello {
 #[derive(Debug, Clone)]
 pub struct EventEncoder {
     suffix: Bytes,
+    /// `]` and the suffix: the end of a `transcript` built from encoded items.
+    items_end: Bytes,
 }
+
+/// The start of a `transcript` event, as [`EventEncoder::transcript`] writes it.
+const TRANSCRIPT_START: &[u8] = br#"{"type":"transcript","items":["#;
 
 impl EventEncoder {
     pub fn new(session_id: &str) -> Self {
         let quoted = serde_json::to_string(session_id).unwrap_or_else(|_| "\"\"".to_owned());
         let suffix = format!(",\"session\":{quoted}}}\n");
         Self {
+            items_end: Bytes::from(format!("]{suffix}")),
             suffix: Bytes::from(suffix),
         }
+    }
+
+    /// A `transcript` event from items already encoded (each a [`TranscriptItem`]'s
+    /// JSON), as segments whose concatenation is the line: the items are shared, not
+    /// copied, which keeps a long session's snapshot to reference counts.
+    pub fn transcript(&self, items: &[Bytes]) -> Vec<Bytes> {
+        static COMMA: Bytes = Bytes::from_static(b",");
+        let mut segments = Vec::with_capacity(items.len() * 2 + 2);
+        segments.push(Bytes::from_static(TRANSCRIPT_START));
+        for (index, item) in items.iter().enumerate() {
+            if index > 0 {
+                segments.push(COMMA.clone());
+            }
+            segments.push(item.clone());
+        }
+        segments.push(self.items_end.clone());
+        segments
     }
 
     pub fn encode(&self, event: &Event) -> EventLine {
@@ -124,6 +147,31 @@ mod tests {
             &unit[..],
             b"{\"type\":\"connecting\",\"session\":\"s-1\"}\n"
         );
+    }
+
+    #[test]
+    fn a_transcript_from_encoded_items_is_the_typed_encoding() {
+        let encoder = EventEncoder::new("s");
+        let items = vec![
+            TranscriptItem::User(UserMessageEvent {
+                content: "hi".into(),
+                images: vec![],
+                files: vec!["/f".into()],
+            }),
+            TranscriptItem::Assistant {
+                content: "yo\n".into(),
+            },
+        ];
+        let typed = encoder.encode(&Event::Transcript {
+            items: items.clone(),
+        });
+        let encoded: Vec<Bytes> = items
+            .iter()
+            .map(|item| Bytes::from(serde_json::to_vec(item).unwrap()))
+            .collect();
+        assert_eq!(encoder.transcript(&encoded).concat(), typed.to_vec());
+        let empty = encoder.encode(&Event::Transcript { items: vec![] });
+        assert_eq!(encoder.transcript(&[]).concat(), empty.to_vec());
     }
 
     #[test]

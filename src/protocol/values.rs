@@ -131,6 +131,8 @@ pub enum SessionStatus {
     /// A queued message was sent into the running turn.
     Steering,
     Interrupted,
+    /// The conversation is being summarised.
+    Compacting,
     /// The approval mode changed to this one.
     ApprovalMode(ApprovalMode),
 }
@@ -143,6 +145,7 @@ impl fmt::Display for SessionStatus {
             Self::Queued(count) => write!(f, "queued: {count}"),
             Self::Steering => f.write_str("steering"),
             Self::Interrupted => f.write_str("interrupted"),
+            Self::Compacting => f.write_str("compacting"),
             Self::ApprovalMode(mode) => write!(f, "approval mode: {mode}"),
         }
     }
@@ -155,6 +158,7 @@ impl SessionStatus {
             "streaming" => Self::Streaming,
             "steering" => Self::Steering,
             "interrupted" => Self::Interrupted,
+            "compacting" => Self::Compacting,
             other => {
                 if let Some(count) = other.strip_prefix("queued: ") {
                     Self::Queued(count.parse().ok()?)
@@ -190,7 +194,7 @@ impl JsonSchema for SessionStatus {
         schemars::json_schema!({
             "description": "What the session is doing; `ready` ends a turn.",
             "anyOf": [
-                {"type": "string", "enum": ["ready", "streaming", "steering", "interrupted"]},
+                {"type": "string", "enum": ["ready", "streaming", "steering", "interrupted", "compacting"]},
                 {"type": "string", "pattern": "^queued: (0|[1-9][0-9]*)$"},
                 {"type": "string", "pattern": format!("^approval mode: ({})$", mode_names.join("|"))}
             ]
@@ -210,6 +214,7 @@ mod tests {
             SessionStatus::Queued(3),
             SessionStatus::Steering,
             SessionStatus::Interrupted,
+            SessionStatus::Compacting,
             SessionStatus::ApprovalMode(ApprovalMode::AutoEdit),
         ];
         for status in all {

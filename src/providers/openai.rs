@@ -215,11 +215,11 @@ fn http_client(connect_timeout: Duration, tls: bool) -> Result<reqwest::Client, 
 
 /// The JSON body of one Chat Completions request.
 pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> Value {
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    let mut messages = Vec::with_capacity(request.conversation.len() + 1);
     if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
+        messages.push(json!({"role": "system", "content": &*request.system}));
     }
-    messages.extend(request.messages.iter().map(message_json));
+    messages.extend(request.messages().map(message_json));
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(messages));

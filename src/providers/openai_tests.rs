@@ -13,13 +13,7 @@ use crate::engine::{FinishReason, ImageData, Retry, ToolCall, ToolSpec};
 use crate::protocol::TurnUsage;
 
 fn request(messages: Vec<Message>) -> ChatRequest {
-    ChatRequest {
-        model: "gpt-test".into(),
-        system: "Be brief.".into(),
-        messages,
-        tools: Vec::new(),
-        reasoning_effort: None,
-    }
+    ChatRequest::from_messages("gpt-test", "Be brief.", messages, Vec::new())
 }
 
 #[test]
@@ -38,7 +32,7 @@ fn body_of_a_plain_request() {
         })
     );
     let mut bare = request(vec![user("hi")]);
-    bare.system.clear();
+    bare.system = std::sync::Arc::from("");
     let body = request_body(&bare, false);
     assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
     assert!(body.get("stream_options").is_none());

@@ -324,7 +324,7 @@ fn parse_script(path: &Path, text: &str) -> Result<Arc<[Reply]>, ModelError> {
 /// otherwise it looks at the project. So it alternates within a session, and a fresh
 /// client (or a retry) never loses its place.
 fn demo_reply(request: &ChatRequest) -> Reply {
-    let after_tool = matches!(request.messages.last(), Some(Message::Tool { .. }));
+    let after_tool = matches!(request.messages().next_back(), Some(Message::Tool { .. }));
     let mut reply = if after_tool {
         Reply {
             text: Some(DEMO_EXPLANATION.to_owned()),
@@ -380,8 +380,7 @@ fn estimate_tokens(chars: usize) -> u64 {
 
 fn prompt_chars(request: &ChatRequest) -> usize {
     let messages: usize = request
-        .messages
-        .iter()
+        .messages()
         .map(|message| match message {
             Message::User { text, .. } => text.chars().count(),
             Message::Assistant {

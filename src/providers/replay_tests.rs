@@ -7,13 +7,7 @@ use super::*;
 use crate::engine::Retry;
 
 fn request(messages: Vec<Message>) -> ChatRequest {
-    ChatRequest {
-        model: "demo".into(),
-        system: "You are jucode.".into(),
-        messages,
-        tools: Vec::new(),
-        reasoning_effort: None,
-    }
+    ChatRequest::from_messages("demo", "You are jucode.", messages, Vec::new())
 }
 
 fn user(text: &str) -> Message {

@@ -26,13 +26,7 @@ fn catalog(toml: &str, env: &[(&str, &str)]) -> Catalog {
 }
 
 fn empty_request() -> ChatRequest {
-    ChatRequest {
-        model: "m".into(),
-        system: String::new(),
-        messages: Vec::new(),
-        tools: Vec::new(),
-        reasoning_effort: None,
-    }
+    ChatRequest::from_messages("m", "", Vec::new(), Vec::new())
 }
 
 async fn first_error(model: &ResolvedModel) -> ModelError {

@@ -36,7 +36,10 @@ pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
             options.max_clients = clients.max(1);
         }
         let host = Arc::new(EngineHost::new(profile));
-        jucode_daemon::run(host, options, stop_signal()).await
+        let served = jucode_daemon::run(host, options, stop_signal()).await;
+        // Sessions have ended; their files' writers finish what they were given.
+        crate::sessions::flush_all(std::time::Duration::from_secs(10)).await;
+        served
     })
 }
 

@@ -115,30 +115,43 @@ fn frame_to_input(frame: Frame) -> Input {
 
 /// Runs one in-process session on stdin/stdout until `shutdown`, `/quit`, `/exit` or
 /// EOF. `hello` is on stdout before the profile is even read, so a front-end sees the
-/// process is alive within a millisecond or two of starting it.
+/// process is alive within a millisecond or two of starting it. Returns the exit code:
+/// 0, or 2 when the saved session asked for cannot be continued (an `error` event says
+/// why).
 pub fn serve_in_process(
     profile: crate::config::Profile,
     options: crate::host::SessionOptions,
-) -> std::io::Result<()> {
+) -> std::io::Result<u8> {
     let (events, lines) = mpsc::channel(crate::engine::EVENT_QUEUE);
     let writer = spawn_writer(std::io::stdout(), crate::protocol::hello_line(), lines);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .thread_name("jucode-engine")
         .build()?;
-    runtime.block_on(async move {
-        let params = crate::host::build_session(&profile, options);
+    let code = runtime.block_on(async move {
+        let params = match crate::host::build_session(&profile, options) {
+            Ok(params) => params,
+            Err(message) => {
+                let line = crate::protocol::DaemonEvent::error(message, None).line();
+                let _ = events.send(Outbound::Line(line)).await;
+                return 2;
+            }
+        };
         let session = crate::engine::spawn(params, events);
         let _reader = spawn_reader(std::io::stdin(), session.inputs);
         if let Err(err) = session.task.await {
             tracing::error!(%err, "session task failed");
         }
+        // The session file's writer finishes what it was given before the process
+        // exits (bounded: a hung disk does not hang the exit).
+        crate::sessions::flush_all(std::time::Duration::from_secs(10)).await;
+        0
     });
     // Dropping the runtime drops every task, and with them every event sender, so the
     // writer drains what is left and ends.
     drop(runtime);
     let _ = writer.join();
-    Ok(())
+    Ok(code)
 }
 
 fn fatal_thread(err: std::io::Error) -> ! {

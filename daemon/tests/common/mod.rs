@@ -56,8 +56,20 @@ impl Host for FakeHost {
         let id = format!("s{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let (input, inputs) = mpsc::channel(64);
         let (outputs, output) = mpsc::channel(64);
+        let cwd = params.cwd.clone();
+        let chat = params.chat;
         tokio::spawn(FakeSession::new(id.clone(), outputs).run(params, inputs));
-        Ok(Hosted { id, input, output })
+        Ok(Hosted {
+            id,
+            input,
+            output,
+            cwd,
+            chat,
+        })
+    }
+
+    async fn saved_sessions(&self) -> Vec<jucode_daemon::SavedSession> {
+        Vec::new()
     }
 
     fn is_quit(&self, op: &str, line: &[u8]) -> bool {

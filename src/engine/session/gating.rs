@@ -174,6 +174,7 @@ impl Session {
             return;
         }
         // Allowed: run the original call in the background; the session keeps going.
+        self.background += 1;
         let Some(tool) = self.params.tools.get(&action.name) else {
             self.action_ran(action.id, ToolOutput::error("the tool no longer exists"))
                 .await;
@@ -195,6 +196,7 @@ impl Session {
 
     /// A deferred action the user allowed has run: report it and tell the model.
     pub(super) async fn action_ran(&mut self, id: String, output: ToolOutput) {
+        self.background = self.background.saturating_sub(1);
         let action = self.emitter.change(|shared| {
             let action = shared.deferred.get_mut(&id)?;
             action.state = ActionState::Allowed(output.clone());

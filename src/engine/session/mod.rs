@@ -11,6 +11,7 @@
 //! late-joiner state).
 
 mod gating;
+mod history;
 mod models;
 mod plans;
 mod queue;
@@ -25,8 +26,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::emitter::{Emitter, Outbound};
+use super::library::Library;
 use super::model::{ModelCatalog, ResolvedModel};
 use super::shared::Shared;
+use super::store::{Entry, Journal, SessionMeta, Store};
 use super::tokens;
 use super::tools::{ToolOutput, ToolRegistry};
 use super::turn::{self, SteerInbox, TurnContext, TurnEnd, TurnOutcome};
@@ -53,6 +56,18 @@ pub struct SessionParams {
     /// How many clients are attached, when a host with several clients runs the session
     /// (the daemon); `None` in process, where its one client is always there.
     pub clients: Option<watch::Receiver<usize>>,
+    /// A chat session (for its metadata).
+    pub chat: bool,
+    /// Where the session's entries are persisted.
+    pub journal: Arc<dyn Journal>,
+    /// A saved conversation to continue, in file order (its first entry is its
+    /// metadata), with what loading it found wrong; `None` starts a new one.
+    pub saved: Option<(Vec<Entry>, Vec<String>)>,
+    /// The saved sessions `/resume` lists and opens.
+    pub library: Arc<dyn Library>,
+    /// A daemon session with nobody attached and no work unloads itself after this
+    /// long (`None`: never, as in process).
+    pub idle_unload: Option<std::time::Duration>,
 }
 
 /// The client of a session in process: there is only one.
@@ -118,6 +133,17 @@ struct Session {
     internal_rx: mpsc::Receiver<Internal>,
     /// The client whose op is being handled: where its answers go.
     origin: ClientId,
+    /// Tokens every request carries besides the conversation (system prompt, tool
+    /// schemas), counted once.
+    base_tokens: Option<u64>,
+    /// Hosted by the daemon (several clients, sessions addressed by id).
+    in_daemon: bool,
+    /// Clients attached now (1 in process).
+    clients_now: usize,
+    /// Deferred actions running in the background.
+    background: usize,
+    /// When the session became idle with nobody attached, if it is.
+    idle_since: Option<tokio::time::Instant>,
 }
 
 enum Wake {
@@ -127,6 +153,8 @@ enum Wake {
     /// The number of attached clients changed (daemon sessions only); `None` when the
     /// host stopped counting.
     Clients(Option<usize>),
+    /// Nobody attached and nothing to do for the idle time: the session unloads.
+    Idle,
 }
 
 #[derive(PartialEq, Eq)]
@@ -136,9 +164,7 @@ enum Flow {
 }
 
 impl Session {
-    async fn start(params: SessionParams, events: mpsc::Sender<Outbound>) -> Self {
-        let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode)));
-        let emitter = Emitter::new(&params.session_id, events, shared);
+    async fn start(mut params: SessionParams, events: mpsc::Sender<Outbound>) -> Self {
         let mut errors = params.startup_errors.clone();
         let model = match params.catalog.default_model() {
             Ok(model) => model,
@@ -147,6 +173,23 @@ impl Session {
                 params.catalog.fallback()
             }
         };
+        let journal = params.journal.clone();
+        let mut notices = Vec::new();
+        let store = match params.saved.take() {
+            Some((entries, warnings)) => match Store::load(entries, journal.clone()) {
+                Ok((store, more)) => {
+                    notices.extend(warnings.into_iter().chain(more));
+                    store
+                }
+                Err(err) => {
+                    errors.push(format!("cannot continue the saved session: {err}"));
+                    Store::new(meta(&params, &model), journal)
+                }
+            },
+            None => Store::new(meta(&params, &model), journal),
+        };
+        let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode, store)));
+        let emitter = Emitter::new(&params.session_id, events, shared);
         model.client.warm_up();
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
@@ -162,14 +205,22 @@ impl Session {
             internal_tx,
             internal_rx,
             origin: SOLE_CLIENT,
+            base_tokens: None,
+            in_daemon: false,
+            clients_now: 1,
+            background: 0,
+            idle_since: None,
         };
-        session.emit_startup(errors).await;
+        session.in_daemon = session.params.clients.is_some();
+        session.emit_startup(errors, notices).await;
         session
     }
 
     async fn run(&mut self, mut inputs: mpsc::Receiver<Input>) {
         let mut clients = self.params.clients.take();
+        self.clients_now = clients.as_ref().map_or(1, |count| *count.borrow());
         loop {
+            let idle = self.idle_deadline();
             let wake = {
                 let turn = &mut self.turn;
                 let internal = &mut self.internal_rx;
@@ -179,6 +230,7 @@ impl Session {
                     Some(internal) = internal.recv() => Wake::Internal(internal),
                     count = client_count(clients.as_mut()) => Wake::Clients(count),
                     input = inputs.recv() => Wake::Input(input),
+                    () = sleep_until(idle) => Wake::Idle,
                 }
             };
             let flow = match wake {
@@ -191,8 +243,13 @@ impl Session {
                     Flow::Continue
                 }
                 Wake::Clients(Some(count)) => {
+                    self.clients_now = count;
                     self.clients_changed(count).await;
                     Flow::Continue
+                }
+                Wake::Idle => {
+                    tracing::info!(session = %self.params.session_id, "unloading an idle session");
+                    Flow::Stop
                 }
                 Wake::Clients(None) => {
                     // The host dropped its side of the count: there is nothing to watch.
@@ -289,10 +346,40 @@ impl Session {
     }
 
     fn start_turn(&mut self, input: UserInput) {
+        let (ctx, running) = self.turn_context(SessionStatus::Streaming);
+        let handle = tokio::spawn(turn::run(ctx, input));
+        self.turn = Some(running(handle));
+    }
+
+    /// `/compact`: a summary of the conversation, run like a turn (an interrupt stops
+    /// it; messages sent meanwhile queue behind it).
+    async fn compact(&mut self) {
+        if self.turn.is_some() {
+            self.reply_error(
+                "/compact waits for the running turn: interrupt it, or try again when it ends",
+            )
+            .await;
+            return;
+        }
+        self.emitter.status(SessionStatus::Compacting).await;
+        let (ctx, running) = self.turn_context(SessionStatus::Compacting);
+        let handle = tokio::spawn(turn::compact(ctx));
+        self.turn = Some(running(handle));
+    }
+
+    /// What a turn (or a compaction) runs with; the second half makes its record once
+    /// it is spawned.
+    fn turn_context(
+        &mut self,
+        status: SessionStatus,
+    ) -> (
+        TurnContext,
+        impl FnOnce(JoinHandle<TurnOutcome>) -> RunningTurn + use<>,
+    ) {
         let cancel = CancellationToken::new();
         let steer = SteerInbox::default();
         let mode = self.emitter.change(|shared| {
-            shared.status = SessionStatus::Streaming;
+            shared.status = status;
             shared.mode
         });
         let ctx = TurnContext {
@@ -307,13 +394,15 @@ impl Session {
             mode,
             steer: steer.clone(),
             cancel: cancel.clone(),
+            turn: std::sync::OnceLock::new(),
+            checkpointed: Mutex::new(std::collections::HashSet::new()),
         };
-        let handle = tokio::spawn(turn::run(ctx, input));
-        self.turn = Some(RunningTurn {
+        let running = move |handle| RunningTurn {
             cancel,
             handle,
             steer,
-        });
+        };
+        (ctx, running)
     }
 
     async fn finish_turn(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
@@ -354,21 +443,21 @@ impl Session {
                 self.emitter.status(SessionStatus::Ready).await;
             }
         }
+        // The turn's entries are on disk; this makes them durable, without waiting.
+        let failure = self.emitter.change(|shared| {
+            let journal = shared.store.journal();
+            journal.sync();
+            journal.take_error()
+        });
+        if let Some(message) = failure {
+            self.emitter.error(message).await;
+        }
         self.start_next().await;
     }
 
     async fn emit_context_usage(&mut self, usage: &TurnUsage) {
         self.cost += tokens::cost(usage, &self.model.info);
-        let system = self.params.system_prompt.clone();
-        let messages = self
-            .emitter
-            .change(|shared| shared.history.messages.clone());
-        let specs = self.params.tools.specs();
-        // Counting walks the whole conversation; keep it off the async workers.
-        let tokens =
-            tokio::task::spawn_blocking(move || tokens::count_context(&system, &messages, &specs))
-                .await
-                .unwrap_or(0);
+        let tokens = self.context_tokens();
         self.emitter
             .emit(Event::ContextUsage {
                 tokens,
@@ -376,6 +465,60 @@ impl Session {
                 cost: self.cost,
             })
             .await;
+    }
+}
+
+impl Session {
+    /// When an idle session with nobody attached unloads (daemon sessions only); `None`
+    /// while anyone is attached or anything runs.
+    fn idle_deadline(&mut self) -> Option<tokio::time::Instant> {
+        let idle = self.params.idle_unload?;
+        let quiet = self.clients_now == 0
+            && self.turn.is_none()
+            && self.queue.is_empty()
+            && self.background == 0;
+        if !quiet {
+            self.idle_since = None;
+            return None;
+        }
+        let since = *self
+            .idle_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        Some(since + idle)
+    }
+
+    /// What the next request would carry: a sum of the entries' cached counts plus the
+    /// session's fixed part, so it costs nothing however long the conversation.
+    fn context_tokens(&mut self) -> u64 {
+        let base = match self.base_tokens {
+            Some(base) => base,
+            None => {
+                let base =
+                    tokens::count_base(&self.params.system_prompt, &self.params.tools.specs());
+                self.base_tokens = Some(base);
+                base
+            }
+        };
+        base + self.emitter.change(|shared| shared.store.request_tokens())
+    }
+}
+
+/// A new session's metadata entry.
+fn meta(params: &SessionParams, model: &ResolvedModel) -> SessionMeta {
+    SessionMeta {
+        id: params.session_id.clone(),
+        cwd: params.cwd.clone(),
+        model: model.full_name(),
+        created: crate::engine::store::now_ms(),
+        chat: params.chat,
+    }
+}
+
+/// Sleeps until `deadline`; never, without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

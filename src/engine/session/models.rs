@@ -3,7 +3,7 @@
 use super::{Flow, Session};
 use crate::engine::commands::{self, Command};
 use crate::engine::model::ResolvedModel;
-use crate::engine::session::snapshot::context_limit;
+use crate::engine::tokens::context_limit;
 use crate::protocol::{Event, ModelStatus, ModelViewEntry};
 
 impl Session {
@@ -22,7 +22,7 @@ impl Session {
             Command::SwitchModel { name, effort } => self.switch_model(name, effort).await,
             Command::Transcript => {
                 let items = self.transcript_items();
-                self.reply(Event::Transcript { items }).await;
+                self.emitter.reply_transcript(self.origin, &items).await;
             }
             Command::Approve {
                 call_id,
@@ -31,6 +31,13 @@ impl Session {
                 hunks,
             } => self.approve(call_id, decision, always, hunks).await,
             Command::Plan(args) => self.plan_command(args).await,
+            Command::ResumeView => self.resume_view().await,
+            Command::Resume(id) => self.resume(id).await,
+            Command::TreeView => self.tree_view().await,
+            Command::MoveTo(id) => self.move_to(id).await,
+            Command::CheckpointView => self.checkpoint_view().await,
+            Command::Checkout(id) => self.checkout(id).await,
+            Command::Compact => self.compact().await,
         }
         Flow::Continue
     }

@@ -1,6 +1,7 @@
 //! Answers to proposed plans: approve (switch mode and implement) or revise.
 
 use super::Session;
+use crate::engine::store::{EntryBody, Prepared};
 use crate::protocol::{ApprovalMode, Event, PlanDecision, PlanStatus, UserInput};
 
 impl Session {
@@ -11,12 +12,7 @@ impl Session {
         mode: Option<ApprovalMode>,
         feedback: Option<String>,
     ) {
-        let plan = self.emitter.change(|shared| {
-            shared
-                .history
-                .plan(id)
-                .map(|(title, markdown, status)| (title.to_owned(), markdown.to_owned(), status))
-        });
+        let plan = self.emitter.change(|shared| shared.store.plan(id));
         let Some((title, markdown, status)) = plan else {
             self.reply_error(format!("unknown plan id: {id}")).await;
             return;
@@ -68,7 +64,13 @@ impl Session {
     async fn set_plan_status(&mut self, id: &str, title: &str, markdown: &str, status: PlanStatus) {
         self.emitter
             .emit_with(|shared| {
-                shared.history.set_plan_status(id, status);
+                shared.store.append(Prepared::counted(
+                    EntryBody::PlanStatus {
+                        plan: id.to_owned(),
+                        status,
+                    },
+                    0,
+                ));
                 let event = Event::ProposedPlan {
                     id: id.to_owned(),
                     title: title.to_owned(),

@@ -2,12 +2,15 @@
 //! client attaching later, the startup batch plus the state it needs to render.
 
 use super::Session;
+use bytes::Bytes;
+
 use crate::engine::commands;
+use crate::engine::emitter::SnapshotPart;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
 impl Session {
-    pub(super) async fn emit_startup(&mut self, errors: Vec<String>) {
+    pub(super) async fn emit_startup(&mut self, errors: Vec<String>, notices: Vec<String>) {
         let mode = self.emitter.change(|shared| shared.mode);
         let [startup, _, command_list, approval_mode, mcp_servers] = self.startup_batch(mode);
         self.emitter.emit(startup).await;
@@ -19,6 +22,9 @@ impl Session {
             self.emitter.error(error).await;
         }
         if let Some(notice) = self.model.notice.clone() {
+            self.emitter.info(notice).await;
+        }
+        for notice in notices {
             self.emitter.info(notice).await;
         }
     }
@@ -56,10 +62,13 @@ impl Session {
         let pending = self.pending_contents();
         self.emitter
             .snapshot(token, |shared| {
-                let mut events = Vec::from(self.startup_batch(shared.mode));
-                events.push(Event::Transcript {
-                    items: transcript_with_streaming(shared),
-                });
+                let mut events: Vec<SnapshotPart> = self
+                    .startup_batch(shared.mode)
+                    .into_iter()
+                    .map(|event| SnapshotPart::Event(Box::new(event)))
+                    .collect();
+                events.push(SnapshotPart::Transcript(transcript_with_streaming(shared)));
+                let mut events = Parts(events);
                 events.push(Event::PendingMessages { messages: pending });
                 for pending in &shared.approvals {
                     events.push(Event::ApprovalRequest {
@@ -80,37 +89,45 @@ impl Session {
                         .map(|action| action.announced.clone()),
                 );
                 events.push(Event::status(shared.status.clone()));
-                events
+                events.0
             })
             .await;
     }
 
-    pub(super) fn transcript_items(&self) -> Vec<TranscriptItem> {
+    /// The transcript's encoded items (reference counts).
+    pub(super) fn transcript_items(&self) -> Vec<Bytes> {
         self.emitter
-            .change(|shared| shared.history.transcript.clone())
+            .change(|shared| shared.store.transcript_items())
     }
 }
 
-fn transcript_with_streaming(shared: &Shared) -> Vec<TranscriptItem> {
-    let mut items = shared.history.transcript.clone();
+/// Snapshot parts, with `push` and `extend` for events.
+struct Parts(Vec<SnapshotPart>);
+
+impl Parts {
+    fn push(&mut self, event: Event) {
+        self.0.push(SnapshotPart::Event(Box::new(event)));
+    }
+
+    fn extend(&mut self, events: impl IntoIterator<Item = Event>) {
+        self.0.extend(
+            events
+                .into_iter()
+                .map(|event| SnapshotPart::Event(Box::new(event))),
+        );
+    }
+}
+
+/// The active branch's items, and the reply streaming right now as the last one.
+fn transcript_with_streaming(shared: &Shared) -> Vec<Bytes> {
+    let mut items = shared.store.transcript_items();
     if let Some(text) = &shared.streaming {
-        items.push(TranscriptItem::Assistant {
+        let item = TranscriptItem::Assistant {
             content: text.clone(),
-        });
+        };
+        if let Ok(encoded) = serde_json::to_vec(&item) {
+            items.push(Bytes::from(encoded));
+        }
     }
     items
-}
-
-/// The share of the window a conversation may fill before it must be compacted: 80 %,
-/// which leaves room for the reply and the compaction summary itself.
-pub fn context_limit(context_window: u64) -> u64 {
-    context_window / 5 * 4
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn context_limit_is_four_fifths() {
-        assert_eq!(super::context_limit(200_000), 160_000);
-    }
 }

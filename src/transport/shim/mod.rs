@@ -103,8 +103,10 @@ async fn relay(socket: &Path, target: Target, reader: ReadHalf, mut writer: Writ
             chat: *chat,
             env: std::env::vars().collect(),
         }),
+        // The environment goes along in case the daemon must load the session.
         Target::Attach(session) => DaemonOp::Attach {
             session: session.clone(),
+            env: std::env::vars().collect(),
         },
     };
     if let Err(err) = writer.write_all(&encode_line(&request)).await {

@@ -1,0 +1,38 @@
+//! Saved sessions as the engine sees them: what `/resume` lists and opens. The host
+//! implements it (it knows where session files live and how a session is built).
+
+use std::path::Path;
+
+use super::SessionParams;
+
+/// A saved session in `/resume`'s picker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saved {
+    pub id: String,
+    /// Its first user message's first line.
+    pub label: String,
+    /// Milliseconds since the Unix epoch.
+    pub updated: u64,
+}
+
+/// Both methods do file-system work: call them on the blocking pool.
+pub trait Library: Send + Sync {
+    /// Saved sessions, newest first, those of `cwd` first.
+    fn list(&self, cwd: &Path) -> Vec<Saved>;
+    /// Everything to continue saved session `id` in this process (its file locked for
+    /// it), or why it cannot be continued.
+    fn open(&self, id: &str) -> Result<SessionParams, String>;
+}
+
+/// A library with nothing in it (tests, benchmarks).
+pub struct NoLibrary;
+
+impl Library for NoLibrary {
+    fn list(&self, _: &Path) -> Vec<Saved> {
+        Vec::new()
+    }
+
+    fn open(&self, id: &str) -> Result<SessionParams, String> {
+        Err(format!("unknown session: {id}"))
+    }
+}

@@ -1,0 +1,332 @@
+//! Where session files live, who may write them, reading them back, listing them.
+//!
+//! `<profile>/sessions/<project>/<id>.jsonl`, where `<project>` names the working
+//! directory (`/home/me/app` → `-home-me-app`), so a project's sessions sit together and
+//! listing one project's is one directory. Beside each file, `<id>.lock` is held with an
+//! OS lock by the one process writing the session (released by the kernel when it
+//! dies), and names it for whoever finds the lock taken.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{self, Body, Line};
+use crate::engine::store::{Entry, first_line};
+
+/// The sessions directory of a profile.
+pub fn sessions_dir(profile_dir: &Path) -> PathBuf {
+    profile_dir.join("sessions")
+}
+
+/// The directory of one project's sessions.
+pub fn project_dir(profile_dir: &Path, cwd: &Path) -> PathBuf {
+    sessions_dir(profile_dir).join(project_key(cwd))
+}
+
+/// `/home/me/app` → `-home-me-app`; characters that are awkward in file names become
+/// `_`, and a very long path keeps its tail plus a hash of the whole.
+fn project_key(cwd: &Path) -> String {
+    let text = cwd.to_string_lossy();
+    let key: String = text
+        .chars()
+        .map(|c| match c {
+            '/' | '\\' => '-',
+            c if c.is_alphanumeric() || "-_.".contains(c) => c,
+            _ => '_',
+        })
+        .collect();
+    const MAX: usize = 120;
+    if key.chars().count() <= MAX {
+        return key;
+    }
+    let tail: String = key
+        .chars()
+        .rev()
+        .take(MAX - 17)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{tail}-{:016x}", fnv(text.as_bytes()))
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Session ids are what jucode makes (UUIDs): anything else could name a path.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// Who holds a session, written into its lock file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    /// `daemon` or `serve`.
+    pub by: String,
+}
+
+/// The one writer's claim on a session file. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct SessionLock {
+    _file: fs::File,
+}
+
+/// Takes the lock of session `id` in `dir`; the error says who holds it and how to
+/// reach the session instead.
+pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
+    fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let path = dir.join(format!("{id}.lock"));
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(held_message(id, serde_json::from_str::<Holder>(&text).ok()));
+        }
+        Err(fs::TryLockError::Error(err)) => {
+            return Err(format!("cannot lock {}: {err}", path.display()));
+        }
+    }
+    let holder = Holder {
+        pid: std::process::id(),
+        by: by.to_owned(),
+    };
+    let _ = file.set_len(0);
+    let _ = file.seek(SeekFrom::Start(0));
+    let _ = serde_json::to_writer(&mut file, &holder);
+    let _ = file.flush();
+    Ok(SessionLock { _file: file })
+}
+
+fn held_message(id: &str, holder: Option<Holder>) -> String {
+    match holder {
+        Some(holder) if holder.by == "daemon" => format!(
+            "session {id} is open in the jucode daemon (pid {}): attach to it with `jucode serve --session {id}` (without --in-process), or {{\"op\":\"attach\",\"session\":\"{id}\"}} on the daemon socket",
+            holder.pid
+        ),
+        Some(holder) => format!(
+            "session {id} is open in another jucode process (pid {}, jucode serve --in-process): end that one first, or run both through the daemon",
+            holder.pid
+        ),
+        None => format!("session {id} is open in another jucode process"),
+    }
+}
+
+/// A saved session, as listings show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedSession {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub chat: bool,
+    /// The first user message's first line (or a placeholder).
+    pub label: String,
+    /// Milliseconds since the Unix epoch.
+    pub created: u64,
+    pub updated: u64,
+    pub path: PathBuf,
+}
+
+/// The file of session `id`, in whichever project directory it is.
+pub fn find(profile_dir: &Path, id: &str) -> Option<PathBuf> {
+    if !valid_id(id) {
+        return None;
+    }
+    let dirs = fs::read_dir(sessions_dir(profile_dir)).ok()?;
+    dirs.flatten()
+        .map(|dir| dir.path().join(format!("{id}.jsonl")))
+        .find(|path| path.is_file())
+}
+
+/// Every saved session of the profile, newest first, those of `cwd` (when given) first.
+pub fn list(profile_dir: &Path, cwd: Option<&Path>) -> Vec<SavedSession> {
+    let mut sessions = Vec::new();
+    let Ok(dirs) = fs::read_dir(sessions_dir(profile_dir)) else {
+        return sessions;
+    };
+    for dir in dirs.flatten() {
+        let Ok(files) = fs::read_dir(dir.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let path = file.path();
+            if path.extension().is_some_and(|ext| ext == "jsonl")
+                && let Some(session) = summary(&path)
+            {
+                sessions.push(session);
+            }
+        }
+    }
+    sessions.sort_by(|a, b| {
+        let here = |s: &SavedSession| cwd.is_some_and(|cwd| s.cwd == cwd);
+        here(b)
+            .cmp(&here(a))
+            .then(b.updated.cmp(&a.updated))
+            .then(a.id.cmp(&b.id))
+    });
+    sessions
+}
+
+/// A session's listing from the start of its file: its metadata and first message.
+fn summary(path: &Path) -> Option<SavedSession> {
+    let file = fs::File::open(path).ok()?;
+    let updated = file
+        .metadata()
+        .and_then(|meta| meta.modified())
+        .ok()
+        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |at| at.as_millis() as u64);
+    let mut lines = BufReader::new(file).lines();
+    let first: Line = serde_json::from_str(&lines.next()?.ok()?).ok()?;
+    let Body::Session {
+        session,
+        cwd,
+        created,
+        chat,
+        ..
+    } = first.body
+    else {
+        return None;
+    };
+    // The first user message is normally the second line; a few lines is enough.
+    let label = lines
+        .take(64)
+        .map_while(Result::ok)
+        .find_map(
+            |line| match serde_json::from_str::<Line>(&line).ok()?.body {
+                Body::User { content, .. } => Some(first_line(&content, 80)),
+                _ => None,
+            },
+        )
+        .unwrap_or_else(|| "(no messages)".to_owned());
+    Some(SavedSession {
+        id: session,
+        cwd,
+        chat,
+        label,
+        created,
+        updated,
+        path: path.to_owned(),
+    })
+}
+
+/// What reading a session file gives: the entries in file order, and what was wrong.
+pub struct Loaded {
+    pub entries: Vec<Entry>,
+    pub warnings: Vec<String>,
+}
+
+/// Reads a session file. A last line cut short (the process died while writing it) is
+/// dropped with a warning, and so is any other line that does not parse.
+pub fn read(path: &Path) -> Result<Loaded, String> {
+    let bytes = fs::read(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let mut entries = Vec::new();
+    let mut warnings = Vec::new();
+    let complete = bytes.last().is_none_or(|&byte| byte == b'\n');
+    let mut lines: Vec<&[u8]> = bytes.split(|&byte| byte == b'\n').collect();
+    if complete {
+        lines.pop();
+    }
+    let count = lines.len();
+    for (index, line) in lines.into_iter().enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let last = index + 1 == count;
+        match serde_json::from_slice::<Line>(line)
+            .map_err(|err| err.to_string())
+            .and_then(format::decode)
+        {
+            Ok(entry) => entries.push(entry),
+            Err(_) if last && !complete => warnings.push(format!(
+                "the last line of {} was cut short (jucode was stopped while writing it) and was ignored",
+                path.display()
+            )),
+            Err(err) => warnings.push(format!(
+                "line {} of {} was ignored: {err}",
+                index + 1,
+                path.display()
+            )),
+        }
+    }
+    Ok(Loaded { entries, warnings })
+}
+
+/// Opens a session file to append to it, cutting off a torn last line first (it was
+/// ignored when read; new lines must not be glued to it).
+pub fn open_for_append(path: &Path) -> std::io::Result<fs::File> {
+    let mut file = fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        file.seek(SeekFrom::Start(len - 1))?;
+        file.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            let bytes = fs::read(path)?;
+            let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            file.set_len(keep as u64)?;
+        }
+    }
+    file.seek(SeekFrom::End(0))?;
+    Ok(file)
+}
+
+/// Deletes a saved session; refused while a process holds it.
+pub fn remove(profile_dir: &Path, id: &str) -> Result<PathBuf, String> {
+    let path = find(profile_dir, id).ok_or_else(|| format!("unknown session: {id}"))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let held = lock(dir, id, "remove")?;
+    fs::remove_file(&path).map_err(|err| format!("cannot remove {}: {err}", path.display()))?;
+    drop(held);
+    let _ = fs::remove_file(dir.join(format!("{id}.lock")));
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_keys_are_flat_and_bounded() {
+        assert_eq!(project_key(Path::new("/home/me/app")), "-home-me-app");
+        assert_eq!(project_key(Path::new("/a b/ü")), "-a_b-ü");
+        let long = format!("/{}", "x".repeat(500));
+        let key = project_key(Path::new(&long));
+        assert!(key.chars().count() <= 120, "{key}");
+        assert_ne!(
+            key,
+            project_key(Path::new(&format!("/y{}", "x".repeat(499))))
+        );
+    }
+
+    #[test]
+    fn ids_cannot_name_paths() {
+        assert!(valid_id("01a2b3c4-0000-7000-8000-000000000000"));
+        for bad in ["", "../x", "a/b", "x.jsonl", &"a".repeat(65)] {
+            assert!(!valid_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_second_holder_is_told_who_holds_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock(dir.path(), "s1", "daemon").unwrap();
+        let err = lock(dir.path(), "s1", "serve").unwrap_err();
+        assert!(err.contains("open in the jucode daemon"), "{err}");
+        assert!(err.contains("jucode serve --session s1"), "{err}");
+        drop(held);
+        lock(dir.path(), "s1", "serve").unwrap();
+    }
+}

@@ -1,0 +1,363 @@
+//! The session file's lines: one JSON object per entry, documented in
+//! `docs/sessions.md`. This is the only place that knows the file's field names; the
+//! engine's entries have no serde of their own.
+//!
+//! Every line has the entry's header (`id`, `parent`, `at`, `tokens`) and, keyed by
+//! `kind`, its body. Readers ignore fields they do not know, so a newer jucode may add
+//! some without breaking an older one's reading of the file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::store::{Entry, EntryBody, FileBefore, SessionMeta};
+use crate::engine::{ImageData, Message, ToolCall};
+use crate::protocol::{PlanStatus, UserMessageEvent};
+
+/// The version of the line format, written in the session entry.
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Line {
+    pub id: String,
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub at: u64,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Body {
+    Session {
+        format: u32,
+        session: String,
+        cwd: PathBuf,
+        model: String,
+        created: u64,
+        #[serde(default)]
+        chat: bool,
+    },
+    User {
+        /// What the user wrote, as clients see it.
+        content: String,
+        /// What the model reads (the text plus attachment notes).
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
+        /// The attached images' paths, as clients see them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        image_paths: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steered: bool,
+    },
+    Assistant {
+        text: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        reasoning: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<Call>,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        output: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+    Plan {
+        plan: String,
+        title: String,
+        markdown: String,
+        status: PlanStatus,
+    },
+    PlanStatus {
+        plan: String,
+        status: PlanStatus,
+    },
+    Compaction {
+        summary: String,
+        #[serde(default)]
+        kept_from: Option<String>,
+    },
+    Branch {
+        label: String,
+    },
+    Checkpoint {
+        turn: String,
+        files: Vec<File>,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Image {
+    pub mime: String,
+    pub data: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Call {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A file before a turn changed it: `content` is base64, `null` when it did not exist.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct File {
+    pub path: PathBuf,
+    pub content: Option<String>,
+}
+
+/// The line of an entry, `\n`-terminated.
+pub fn encode(entry: &Entry) -> Vec<u8> {
+    let line = Line {
+        id: entry.id.to_string(),
+        parent: entry.parent.as_ref().map(|id| id.to_string()),
+        at: entry.at,
+        tokens: entry.tokens,
+        body: body_of(&entry.body),
+    };
+    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn body_of(body: &EntryBody) -> Body {
+    match body {
+        EntryBody::Session(meta) => Body::Session {
+            format: FORMAT,
+            session: meta.id.clone(),
+            cwd: meta.cwd.clone(),
+            model: meta.model.clone(),
+            created: meta.created,
+            chat: meta.chat,
+        },
+        EntryBody::User {
+            message,
+            shown,
+            steered,
+        } => {
+            let (text, images) = match message {
+                Message::User { text, images } => (text.clone(), images.as_slice()),
+                _ => (String::new(), &[][..]),
+            };
+            Body::User {
+                content: shown.content.clone(),
+                text,
+                images: images
+                    .iter()
+                    .map(|image| Image {
+                        mime: image.mime.to_owned(),
+                        data: image.base64.to_string(),
+                    })
+                    .collect(),
+                image_paths: shown.images.clone(),
+                files: shown.files.clone(),
+                steered: *steered,
+            }
+        }
+        EntryBody::Assistant(Message::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        }) => Body::Assistant {
+            text: text.clone(),
+            reasoning: reasoning.clone(),
+            tool_calls: tool_calls
+                .iter()
+                .map(|call| Call {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .collect(),
+        },
+        EntryBody::ToolResult(Message::Tool {
+            call_id,
+            name,
+            output,
+            is_error,
+        }) => Body::ToolResult {
+            call_id: call_id.clone(),
+            name: name.clone(),
+            output: output.clone(),
+            is_error: *is_error,
+        },
+        // Bodies always hold their own kind of message; these arms keep the match total.
+        EntryBody::Assistant(_) | EntryBody::ToolResult(_) => Body::Branch {
+            label: "(unreadable entry)".to_owned(),
+        },
+        EntryBody::Plan {
+            id,
+            title,
+            markdown,
+            status,
+        } => Body::Plan {
+            plan: id.clone(),
+            title: title.clone(),
+            markdown: markdown.clone(),
+            status: *status,
+        },
+        EntryBody::PlanStatus { plan, status } => Body::PlanStatus {
+            plan: plan.clone(),
+            status: *status,
+        },
+        EntryBody::Compaction { summary, kept_from } => Body::Compaction {
+            summary: summary.clone(),
+            kept_from: kept_from.as_ref().map(|id| id.to_string()),
+        },
+        EntryBody::Branch { label } => Body::Branch {
+            label: label.clone(),
+        },
+        EntryBody::Checkpoint { turn, files } => Body::Checkpoint {
+            turn: turn.to_string(),
+            files: files
+                .iter()
+                .map(|file| File {
+                    path: file.path.clone(),
+                    content: file
+                        .content
+                        .as_ref()
+                        .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes)),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The entry a line describes.
+pub fn decode(line: Line) -> Result<Entry, String> {
+    let body = match line.body {
+        Body::Session {
+            session,
+            cwd,
+            model,
+            created,
+            chat,
+            ..
+        } => EntryBody::Session(SessionMeta {
+            id: session,
+            cwd,
+            model,
+            created,
+            chat,
+        }),
+        Body::User {
+            content,
+            text,
+            images,
+            image_paths,
+            files,
+            steered,
+        } => EntryBody::User {
+            message: Message::User {
+                text,
+                images: images
+                    .into_iter()
+                    .filter_map(|image| {
+                        Some(ImageData {
+                            mime: known_mime(&image.mime)?,
+                            base64: Arc::from(image.data),
+                        })
+                    })
+                    .collect(),
+            },
+            shown: UserMessageEvent {
+                content,
+                images: image_paths,
+                files,
+            },
+            steered,
+        },
+        Body::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+        } => EntryBody::Assistant(Message::Assistant {
+            text,
+            reasoning,
+            tool_calls: tool_calls
+                .into_iter()
+                .map(|call| ToolCall {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                })
+                .collect(),
+        }),
+        Body::ToolResult {
+            call_id,
+            name,
+            output,
+            is_error,
+        } => EntryBody::ToolResult(Message::Tool {
+            call_id,
+            name,
+            output,
+            is_error,
+        }),
+        Body::Plan {
+            plan,
+            title,
+            markdown,
+            status,
+        } => EntryBody::Plan {
+            id: plan,
+            title,
+            markdown,
+            status,
+        },
+        Body::PlanStatus { plan, status } => EntryBody::PlanStatus { plan, status },
+        Body::Compaction { summary, kept_from } => EntryBody::Compaction {
+            summary,
+            kept_from: kept_from.map(Arc::from),
+        },
+        Body::Branch { label } => EntryBody::Branch { label },
+        Body::Checkpoint { turn, files } => {
+            let mut restored = Vec::with_capacity(files.len());
+            for file in files {
+                let content = match file.content {
+                    None => None,
+                    Some(data) => Some(Arc::from(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(data)
+                            .map_err(|err| {
+                                format!("a checkpoint's content is not base64: {err}")
+                            })?,
+                    )),
+                };
+                restored.push(FileBefore {
+                    path: file.path,
+                    content,
+                });
+            }
+            EntryBody::Checkpoint {
+                turn: Arc::from(turn),
+                files: restored,
+            }
+        }
+    };
+    Ok(Entry::with_tokens(
+        Arc::from(line.id),
+        line.parent.map(Arc::from),
+        line.at,
+        body,
+        line.tokens,
+    ))
+}
+
+/// Images are only ever sniffed as one of these; anything else is dropped on load.
+fn known_mime(mime: &str) -> Option<&'static str> {
+    ["image/png", "image/jpeg", "image/gif", "image/webp"]
+        .into_iter()
+        .find(|known| *known == mime)
+}

@@ -1,0 +1,57 @@
+//! Sessions on disk: one append-only JSONL file per session, written by one task, read
+//! back to resume. The format is documented in `docs/sessions.md`.
+//!
+//! # Layout
+//! - `format`: the file's lines (the only place that knows their field names).
+//! - `files`: where files live, the per-session lock, reading, listing, removing.
+//! - `writer`: the [`Journal`](crate::engine::store::Journal) that appends entries.
+
+mod files;
+mod format;
+mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use files::{SavedSession, find, list, remove, sessions_dir, valid_id};
+pub use writer::flush_all;
+
+use crate::engine::store::{Entry, Journal};
+
+/// What a host needs to start a session on a file.
+pub struct Opened {
+    pub journal: Arc<dyn Journal>,
+    /// The saved conversation and what loading it found wrong; `None` for a new one.
+    pub saved: Option<(Vec<Entry>, Vec<String>)>,
+}
+
+/// A new session `id` in `cwd`: its file appears with its first user message. Must be
+/// called within a tokio runtime (the writer is a task).
+pub fn new_session(profile_dir: &Path, cwd: &Path, id: &str, by: &str) -> Opened {
+    let journal = writer::spawn(writer::Target::New {
+        dir: files::project_dir(profile_dir, cwd),
+        id: id.to_owned(),
+        by: by.to_owned(),
+    });
+    Opened {
+        journal,
+        saved: None,
+    }
+}
+
+/// Session `id` from its file, locked for this process (`by`: `daemon` or `serve`, for
+/// whoever finds it taken). Blocking: it reads the file. Must be called within a tokio
+/// runtime (the writer is a task).
+pub fn open_saved(profile_dir: &Path, id: &str, by: &str) -> Result<Opened, String> {
+    let path = files::find(profile_dir, id).ok_or_else(|| format!("unknown session: {id}"))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let lock = files::lock(dir, id, by)?;
+    let loaded = files::read(&path)?;
+    let file = files::open_for_append(&path)
+        .map_err(|err| format!("cannot open {} to continue it: {err}", path.display()))?;
+    let journal = writer::spawn(writer::Target::Existing { file, lock });
+    Ok(Opened {
+        journal,
+        saved: Some((loaded.entries, loaded.warnings)),
+    })
+}
