@@ -71,8 +71,11 @@ async fn sessions_lists_state_and_clients() {
     assert_eq!(row["clients"], 1);
     assert_eq!(row["state"], "streaming");
     assert!(row["created_at"].as_u64().unwrap() > 1_600_000_000_000);
+    assert_eq!(row["live"], true);
+    assert_eq!(row["label"], serde_json::Value::Null);
+    assert!(row["updated"].as_u64().unwrap() >= row["created_at"].as_u64().unwrap());
     let keys: Vec<_> = row.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys.len(), 6, "{keys:?}");
+    assert_eq!(keys.len(), 9, "{keys:?}");
 
     let status = a.daemon_status().await;
     assert_eq!(status["pid"], std::process::id());

@@ -53,6 +53,9 @@ impl Host for FakeHost {
         if params.cwd.as_deref() == Some(Path::new("/refused")) {
             return Err("no such project".into());
         }
+        if let Some(id) = &params.resume {
+            return Err(format!("unknown session: {id}"));
+        }
         let id = format!("s{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let (input, inputs) = mpsc::channel(64);
         let (outputs, output) = mpsc::channel(64);
