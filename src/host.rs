@@ -263,16 +263,21 @@ impl jucode_daemon::Host for EngineHost {
             .collect()
     }
 
-    fn is_quit(&self, op: &str, line: &[u8]) -> bool {
+    fn intercept(&self, op: &str, line: &[u8]) -> jucode_daemon::Intercept {
+        use jucode_daemon::Intercept;
         match OpName::parse(op) {
-            Some(OpName::Shutdown) => true,
-            // A malformed `command` is not a quit: it goes to the engine, which says
-            // what is wrong with it.
-            Some(OpName::Command) => matches!(
-                crate::protocol::parse_op(line),
-                Ok(Op::Command { input }) if crate::engine::commands::is_quit(&input)
-            ),
-            _ => false,
+            Some(OpName::Shutdown) => Intercept::Quit,
+            // A malformed `command` is neither: it goes to the engine, which says what
+            // is wrong with it.
+            Some(OpName::Command) => match crate::protocol::parse_op(line) {
+                Ok(Op::Command { input }) if crate::engine::commands::is_quit(&input) => {
+                    Intercept::Quit
+                }
+                Ok(Op::Command { input }) => crate::engine::commands::resume_target(&input)
+                    .map_or(Intercept::Forward, Intercept::Switch),
+                _ => Intercept::Forward,
+            },
+            _ => Intercept::Forward,
         }
     }
 }

@@ -32,6 +32,23 @@ enum Command {
     /// Print the JSON Schema (draft 2020-12) of serve protocol v2 and the daemon
     /// protocol: `$defs.Op` (every op) and `$defs.Event` (every event).
     Schema,
+    /// List the saved sessions (newest first, this directory's first), or remove one.
+    Sessions(SessionsArgs),
+}
+
+#[derive(clap::Args)]
+struct SessionsArgs {
+    #[command(subcommand)]
+    action: Option<SessionsAction>,
+}
+
+#[derive(Subcommand)]
+enum SessionsAction {
+    /// Delete a saved session's file (refused while a process runs it).
+    Rm {
+        /// The session id, as `jucode sessions` lists it.
+        id: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -81,6 +98,10 @@ fn main() -> ExitCode {
         }
         Command::Daemon(args) => daemon(args, cli.log_file),
         Command::Schema => schema(),
+        Command::Sessions(args) => {
+            init_logging(cli.log_file.as_deref(), "warn");
+            sessions(args)
+        }
     };
     ExitCode::from(code)
 }
@@ -128,6 +149,48 @@ fn serve(args: ServeArgs) -> u8 {
                 Ok(code) => code,
                 Err(err) => fail(&format!("serve failed: {err}")),
             }
+        }
+    }
+}
+
+fn sessions(args: SessionsArgs) -> u8 {
+    let profile = match Profile::resolve() {
+        Ok(profile) => profile,
+        Err(message) => return fail(&message),
+    };
+    match args.action {
+        Some(SessionsAction::Rm { id }) => match jucode::sessions::remove(&profile.dir, &id) {
+            Ok(path) => {
+                println!("removed session {id} ({})", path.display());
+                0
+            }
+            Err(message) => fail(&message),
+        },
+        None => {
+            let cwd = std::env::current_dir().ok();
+            let saved = jucode::sessions::list(&profile.dir, cwd.as_deref());
+            if saved.is_empty() {
+                eprintln!(
+                    "no saved sessions in {}",
+                    jucode::sessions::sessions_dir(&profile.dir).display()
+                );
+                return 0;
+            }
+            let mut out = String::new();
+            for session in saved {
+                let updated = chrono::DateTime::from_timestamp_millis(session.updated as i64)
+                    .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
+                    .unwrap_or_default();
+                let kind = if session.chat { " (chat)" } else { "" };
+                out.push_str(&format!(
+                    "{}  {updated}  {}{kind}\n    {}\n",
+                    session.id,
+                    session.cwd.display(),
+                    session.label
+                ));
+            }
+            print!("{out}");
+            0
         }
     }
 }

@@ -25,7 +25,7 @@ use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 
 use crate::framing::{Frame, LineCodec};
-use crate::host::{ClientInput, Host, Hosted, OpenParams};
+use crate::host::{ClientInput, Host, Hosted, Intercept, OpenParams};
 use crate::outbox::{Outbox, write_loop};
 use crate::protocol::{
     CloseReason, DaemonEvent, DaemonOp, DaemonOpName, DaemonStatus, OpenOp, SessionInfo,
@@ -237,9 +237,11 @@ impl<H: Host> Connection<H> {
         };
         match route.op {
             Some(OpField::Daemon(name)) => self.daemon_op(name, &line).await,
-            Some(OpField::Session(op)) if self.shared.host.is_quit(&op, &line) => {
-                self.quit(session).await;
-            }
+            Some(OpField::Session(op)) => match self.shared.host.intercept(&op, &line) {
+                Intercept::Forward => self.forward(session, line).await,
+                Intercept::Quit => self.quit(session).await,
+                Intercept::Switch(target) => self.switch(session, target, line).await,
+            },
             _ => self.forward(session, line).await,
         }
     }
@@ -475,6 +477,41 @@ impl<H: Host> Connection<H> {
                 self.error(&message, Some(&session.id));
             }
         }
+    }
+
+    /// `/resume <target>`: this client leaves the session it sends from (once that has
+    /// handled its earlier ops, without a `detached`: it continues elsewhere) and
+    /// attaches to `target`, loading it if need be. A line naming the session it is
+    /// sent from goes to that session, which says so.
+    async fn switch(&mut self, session: Option<String>, target: String, line: Bytes) {
+        let Ok(current) = self.target(session) else {
+            return;
+        };
+        if *current.id == *target {
+            return self.forward(Some(target), line).await;
+        }
+        let token = self.shared.next_token();
+        let next = match self.shared.sessions.get(&target) {
+            Some(next) => match next.subscribe(&self.client, Some(token)) {
+                Ok(()) => next,
+                Err(_) => {
+                    return self.error(&format!("unknown session: {target}"), Some(&current.id));
+                }
+            },
+            None => match self.load(&target, Default::default(), token).await {
+                Ok(next) => next,
+                Err(message) => return self.error(&message, Some(&current.id)),
+            },
+        };
+        let leave = self.shared.next_token();
+        if current.leave_at(&self.client, leave, Leave::Switch)
+            && !self
+                .send(&current, ClientInput::Barrier { token: leave })
+                .await
+        {
+            current.unsubscribe(&self.client);
+        }
+        self.send(&next, ClientInput::Snapshot { token }).await;
     }
 
     /// Loads saved session `id` with this client waiting for its snapshot `token`.

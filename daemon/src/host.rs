@@ -36,12 +36,24 @@ pub trait Host: Send + Sync + 'static {
     /// off the async workers). Sessions that are also running are listed as running.
     fn saved_sessions(&self) -> impl Future<Output = Vec<SavedSession>> + Send;
 
-    /// Whether a client line with this `op` means "this client is done with the
-    /// session" (the engine's `shutdown`, `/quit`, `/exit`). Such lines are not
-    /// forwarded: the daemon detaches the client, or ends the session if it was the
-    /// last one. Called for every forwarded line, so it must decide cheaply from `op`
-    /// before looking further into `line`.
-    fn is_quit(&self, op: &str, line: &[u8]) -> bool;
+    /// Whether a client line with this `op` is one the daemon acts on for the session
+    /// rather than forwards: "this client is done with the session" (the engine's
+    /// `shutdown`, `/quit`, `/exit`: the daemon detaches the client, or ends the session
+    /// if it was the last one), or "this client continues another session" (`/resume
+    /// <id>`: the daemon moves it there). Called for every forwarded line, so it must
+    /// decide cheaply from `op` before looking further into `line`.
+    fn intercept(&self, op: &str, line: &[u8]) -> Intercept;
+}
+
+/// What the daemon does with a client line (see [`Host::intercept`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intercept {
+    /// Forward it to the session.
+    Forward,
+    /// The client is done with the session.
+    Quit,
+    /// The client moves to session `0` (loaded from disk if it is not running).
+    Switch(String),
 }
 
 /// The fields of an `open` op, and what the daemon gives every session.

@@ -46,7 +46,9 @@ mod server;
 mod wire;
 
 pub use client::{START_TIMEOUT, connect_or_start};
-pub use host::{ClientId, ClientInput, Host, HostOutput, Hosted, OpenParams, SavedSession};
+pub use host::{
+    ClientId, ClientInput, Host, HostOutput, Hosted, Intercept, OpenParams, SavedSession,
+};
 pub use interprocess::local_socket::tokio::Stream;
 pub use listener::{Inherited, connect};
 pub use outbox::ClientLimits;

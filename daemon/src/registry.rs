@@ -98,6 +98,8 @@ pub(crate) enum Leave {
     /// A quit while other clients stay: its connection closes if nothing else is
     /// attached.
     Quit,
+    /// `/resume` of another session: it leaves silently (it is attached elsewhere).
+    Switch,
 }
 
 #[derive(Debug, Default)]
@@ -291,6 +293,7 @@ impl<I> Session<I> {
                 };
                 let _ = gone.client.outbox.push(detached.line());
             }
+            Some((_, Leave::Switch)) => {}
             _ => gone.client.close_if_idle(),
         }
     }

@@ -106,7 +106,7 @@ pub async fn run(ctx: TurnContext, first: UserInput) -> TurnOutcome {
 /// `/compact`: summarise what there is, keeping the latest turns that fit.
 pub async fn compact(ctx: TurnContext) -> TurnOutcome {
     let mut usage = TurnUsage::default();
-    let end = match ctx.compact_now(&mut usage).await {
+    let end = match ctx.compact_now(&mut usage, true).await {
         CompactEnd::Done => TurnEnd::Completed,
         CompactEnd::Failed => TurnEnd::Failed,
         CompactEnd::Interrupted => TurnEnd::Interrupted,
@@ -213,12 +213,25 @@ impl TurnContext {
         super::approvals::effective_mode(self.mode, current)
     }
 
-    /// Compacts the conversation now; events say how it went.
-    async fn compact_now(&self, usage: &mut TurnUsage) -> CompactEnd {
-        let keep = context_limit(self.model.info.context_window) / 4;
-        let plan = self
-            .emitter
-            .change(|shared| compaction::plan(&shared.store, keep, self.turn.get()));
+    /// Compacts the conversation now; events say how it went. Asked for (`/compact`),
+    /// everything but the latest turn is summarised; needed (the context is full), the
+    /// latest turns that fit in a quarter of the limit are kept too.
+    async fn compact_now(&self, usage: &mut TurnUsage, asked: bool) -> CompactEnd {
+        let plan = self.emitter.change(|shared| {
+            let store = &shared.store;
+            if asked {
+                let latest = store
+                    .branch()
+                    .iter()
+                    .rev()
+                    .find(|entry| entry.starts_turn())
+                    .map(|entry| entry.id.clone());
+                compaction::plan(store, 0, latest.as_ref())
+            } else {
+                let keep = context_limit(self.model.info.context_window) / 4;
+                compaction::plan(store, keep, self.turn.get())
+            }
+        });
         let Some(plan) = plan else {
             self.emitter.emit(Event::CompactionStart).await;
             self.emitter
@@ -256,7 +269,7 @@ impl TurnContext {
             return None;
         }
         self.emitter.status(SessionStatus::Compacting).await;
-        let compacted = self.compact_now(usage).await;
+        let compacted = self.compact_now(usage, false).await;
         if matches!(compacted, CompactEnd::Interrupted) {
             return Some(TurnEnd::Interrupted);
         }

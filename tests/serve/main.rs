@@ -9,5 +9,6 @@ mod basics;
 mod plans;
 mod queue;
 mod schema;
+mod sessions;
 mod shell;
 mod turns;

@@ -75,13 +75,19 @@ impl Host for FakeHost {
         Vec::new()
     }
 
-    fn is_quit(&self, op: &str, line: &[u8]) -> bool {
-        match op {
+    fn intercept(&self, op: &str, line: &[u8]) -> jucode_daemon::Intercept {
+        use jucode_daemon::Intercept;
+        let quit = match op {
             "shutdown" => true,
             "command" => serde_json::from_slice::<Value>(line).is_ok_and(|op| {
                 matches!(op["input"].as_str().map(str::trim), Some("/quit" | "/exit"))
             }),
             _ => false,
+        };
+        if quit {
+            Intercept::Quit
+        } else {
+            Intercept::Forward
         }
     }
 }

@@ -156,7 +156,9 @@ async fn relay(socket: &Path, target: Target, reader: ReadHalf, mut writer: Writ
                     Ok(_) => {}
                 }
                 match Seen::of(&line) {
-                    Seen::Startup(id) if session.is_none() => session = Some(id),
+                    // A `/resume` of another session brings its startup batch: from
+                    // then on that is the shim's session.
+                    Seen::Startup(id) => session = Some(id),
                     Seen::Error if session.is_none() => {
                         let _ = stdout.write_all(&line).and_then(|()| stdout.flush());
                         return 2;
