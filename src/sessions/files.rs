@@ -171,10 +171,11 @@ pub fn list(profile_dir: &Path, cwd: Option<&Path>) -> Vec<SavedSession> {
     }
     sessions.sort_by(|a, b| {
         let here = |s: &SavedSession| cwd.is_some_and(|cwd| s.cwd == cwd);
+        // Ids are UUIDv7, ordered by creation: the newer one first on a tie.
         here(b)
             .cmp(&here(a))
             .then(b.updated.cmp(&a.updated))
-            .then(a.id.cmp(&b.id))
+            .then(b.id.cmp(&a.id))
     });
     sessions
 }
