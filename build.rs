@@ -32,8 +32,9 @@ fn main() {
     println!("cargo::rustc-env=JUCODE_BUILD_ID={}", build_id());
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let table = out_dir.join("o200k.bin");
-    if !table.exists() {
-        write_o200k(&table);
+    let slots = out_dir.join("o200k-slots.bin");
+    if !table.exists() || !slots.exists() {
+        write_o200k(&table, &slots);
     }
 }
 
@@ -83,7 +84,7 @@ fn collect_files(
     }
 }
 
-fn write_o200k(path: &std::path::Path) {
+fn write_o200k(path: &std::path::Path, slots_path: &std::path::Path) {
     let bpe = tiktoken_rs::o200k_base().expect("load o200k from tiktoken-rs");
     let mut tokens: Vec<Vec<u8>> = Vec::new();
     // Ordinary ranks are 0..n; the special tokens sit above them.
@@ -109,11 +110,40 @@ fn write_o200k(path: &std::path::Path) {
     for token in &tokens {
         out.extend_from_slice(token);
     }
-    // Written aside and renamed, so an interrupted build never leaves a torn table that
-    // the "built once" check above would then keep.
+    // The rank lookup table, open addressing with linear probing over FNV-1a, exactly as
+    // `src/engine/o200k.rs` probes it: built here so a process never spends
+    // milliseconds hashing 200k tokens before its first count.
+    let capacity = tokens.len().next_power_of_two();
+    let mask = (capacity - 1) as u64;
+    let mut slots = vec![u32::MAX; capacity];
+    for (rank, token) in tokens.iter().enumerate() {
+        let mut slot = slot_of(token, mask);
+        while slots[slot] != u32::MAX {
+            slot = (slot + 1) & mask as usize;
+        }
+        slots[slot] = rank as u32;
+    }
+    let slot_bytes: Vec<u8> = slots.iter().flat_map(|rank| rank.to_le_bytes()).collect();
+    write_whole(slots_path, &slot_bytes);
+    write_whole(path, &out);
+}
+
+/// The first slot of a token: must match `o200k::slot_of`.
+fn slot_of(bytes: &[u8], mask: u64) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    ((hash ^ (hash >> 32)) & mask) as usize
+}
+
+/// Written aside and renamed, so an interrupted build never leaves a torn file that the
+/// "built once" check would then keep.
+fn write_whole(path: &std::path::Path, bytes: &[u8]) {
     let partial = path.with_extension("partial");
     std::fs::File::create(&partial)
-        .and_then(|mut file| file.write_all(&out))
+        .and_then(|mut file| file.write_all(bytes))
         .and_then(|()| std::fs::rename(&partial, path))
-        .expect("write o200k table");
+        .expect("write an o200k table");
 }

@@ -50,7 +50,7 @@ pub fn plan(store: &Store, keep: u64, running: Option<&EntryId>) -> Option<Plan>
     let mut cut = request.len();
     let mut kept = 0u64;
     for &start in starts.iter().rev() {
-        let turn: u64 = request[start..cut].iter().map(|entry| entry.tokens).sum();
+        let turn: u64 = request[start..cut].iter().map(|entry| entry.tokens()).sum();
         let is_running = running.is_some_and(|id| *id == request[start].id);
         if !is_running && kept + turn > keep {
             break;

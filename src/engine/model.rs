@@ -54,13 +54,7 @@ impl ChatRequest {
                         steered: false,
                     },
                 };
-                Arc::new(Entry::with_tokens(
-                    Arc::from(format!("m{index}")),
-                    None,
-                    0,
-                    body,
-                    0,
-                ))
+                Arc::new(Entry::new(Arc::from(format!("m{index}")), None, 0, body))
             })
             .collect();
         Self {

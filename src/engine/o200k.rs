@@ -18,6 +18,9 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 static TABLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k.bin"));
+/// The rank lookup table, built by `build.rs` (see [`slot_of`]): `u32` ranks, `EMPTY`
+/// where no token hashes.
+static SLOTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k-slots.bin"));
 
 /// The o200k pre-tokenizer, minus the look-ahead branch (see the module docs).
 const PATTERN: &str = concat!(
@@ -39,15 +42,16 @@ pub struct Tokenizer {
     /// Byte offsets into `bytes`; token `r` is `bytes[offsets[r]..offsets[r + 1]]`.
     offsets: &'static [u8],
     bytes: &'static [u8],
-    /// Open addressing: each slot holds a rank, or `EMPTY`.
-    slots: Vec<u32>,
-    mask: usize,
+    /// Open addressing: each slot holds a rank (4 bytes, little-endian), or `EMPTY`.
+    slots: &'static [u8],
+    mask: u64,
     regex: Regex,
 }
 
 const EMPTY: u32 = u32::MAX;
 
-/// The shared tokenizer, built on first use (a few milliseconds).
+/// The shared tokenizer, built on first use (compiling its pattern: a few
+/// milliseconds; its tables are static).
 pub fn tokenizer() -> &'static Tokenizer {
     static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
     TOKENIZER.get_or_init(Tokenizer::load)
@@ -59,23 +63,15 @@ impl Tokenizer {
         let offsets = &TABLE[4..4 + (count + 1) * 4];
         let bytes = &TABLE[4 + (count + 1) * 4..];
         // A load factor of about 0.76 (200k tokens in 2^18 slots): 1 MiB, and short probes.
-        let capacity = count.next_power_of_two();
-        let mut tokenizer = Self {
+        let capacity = SLOTS.len() / 4;
+        Self {
             offsets,
             bytes,
-            slots: vec![EMPTY; capacity],
-            mask: capacity - 1,
+            slots: SLOTS,
+            mask: capacity as u64 - 1,
             // The pattern is a constant known to compile; tests cover it.
             regex: Regex::new(PATTERN).unwrap_or_else(|err| panic!("o200k pattern: {err}")),
-        };
-        for rank in 0..count as u32 {
-            let mut slot = hash(tokenizer.token(rank)) & tokenizer.mask;
-            while tokenizer.slots[slot] != EMPTY {
-                slot = (slot + 1) & tokenizer.mask;
-            }
-            tokenizer.slots[slot] = rank;
         }
-        tokenizer
     }
 
     fn token(&self, rank: u32) -> &'static [u8] {
@@ -85,16 +81,16 @@ impl Tokenizer {
     }
 
     fn rank(&self, piece: &[u8]) -> Option<u32> {
-        let mut slot = hash(piece) & self.mask;
+        let mut slot = slot_of(piece, self.mask);
         loop {
-            let rank = self.slots[slot];
+            let rank = read_u32(self.slots, slot * 4);
             if rank == EMPTY {
                 return None;
             }
             if self.token(rank) == piece {
                 return Some(rank);
             }
-            slot = (slot + 1) & self.mask;
+            slot = (slot + 1) & self.mask as usize;
         }
     }
 
@@ -188,11 +184,12 @@ fn read_u32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(word)
 }
 
-/// FNV-1a: short keys (most tokens are under 8 bytes) and no need for DoS resistance,
-/// since the table is fixed at build time.
-fn hash(bytes: &[u8]) -> usize {
+/// A token's first slot. FNV-1a: short keys (most tokens are under 8 bytes) and no need
+/// for DoS resistance, since the table is fixed at build time. `build.rs` computes the
+/// same (it builds the table).
+fn slot_of(bytes: &[u8], mask: u64) -> usize {
     let hash = fnv1a(bytes);
-    (hash ^ (hash >> 32)) as usize
+    ((hash ^ (hash >> 32)) & mask) as usize
 }
 
 /// 64-bit FNV-1a, for the engine's small non-adversarial hashes.

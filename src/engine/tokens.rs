@@ -2,10 +2,11 @@
 //!
 //! `context_usage.tokens` is counted with the o200k tokenizer over what the next request
 //! will carry (system prompt, messages, tool schemas), so a front-end can show how full
-//! the window is before the provider reports anything. Building the tokenizer's table
-//! takes a few milliseconds, so a turn starts it in the background as soon as its first
-//! request is out (never competing with that request for the CPU), and the count at the
-//! end of the turn rarely waits on a cold start.
+//! the window is before the provider reports anything. Each entry of the conversation is
+//! counted once (see `store`). The tokenizer's tables are static (built by `build.rs`);
+//! only its pattern is compiled at run time, a few milliseconds on one core, which a
+//! session starts on a thread of its own when it starts, so neither its first request
+//! nor the end of its first turn waits for it.
 
 use super::model::{Message, ModelInfo, ToolSpec};
 use crate::protocol::TurnUsage;
@@ -17,14 +18,17 @@ const PER_MESSAGE: u64 = 3;
 /// A typical image at high detail; providers bill images by tiles, not by bytes.
 const PER_IMAGE: u64 = 765;
 
-/// Starts loading the tokenizer on a background thread. Idempotent.
+/// Starts loading the tokenizer on a background thread, and runs it over a sample so
+/// its matcher's caches are warm too. Idempotent.
 pub fn warm_up() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         let _ = std::thread::Builder::new()
             .name("tokenizer-load".into())
             .spawn(|| {
-                super::o200k::tokenizer();
+                let sample = "Warm up: fn main() { let x = 42; println!(\"{x}\"); }\n\
+                              Ünïcödé, 漢字, emoji 🚀 and numbers 1234567.\n";
+                super::o200k::tokenizer().count(sample);
             });
     });
 }
@@ -45,6 +49,25 @@ pub fn context_limit(context_window: u64) -> u64 {
 /// Tokens of a piece of streamed text (a delta), without framing: for progress.
 pub fn count_delta(text: &str) -> u64 {
     count_text(text)
+}
+
+/// At least as many as [`count_message`], without the tokenizer: every token is at least
+/// one byte.
+pub fn bound_message(message: &Message) -> u64 {
+    PER_MESSAGE
+        + match message {
+            Message::User { text, images } => text.len() as u64 + PER_IMAGE * images.len() as u64,
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                text.len() as u64
+                    + tool_calls
+                        .iter()
+                        .map(|call| (call.name.len() + call.arguments.len()) as u64)
+                        .sum::<u64>()
+            }
+            Message::Tool { output, .. } => output.len() as u64,
+        }
 }
 
 /// Tokens one message adds to a request, its framing included.

@@ -58,6 +58,8 @@ pub struct TurnContext {
     pub turn: std::sync::OnceLock<EntryId>,
     /// Files whose state before the turn is already recorded (see `calls.rs`).
     pub checkpointed: Mutex<std::collections::HashSet<PathBuf>>,
+    /// Tokens of the system prompt and tool schemas, counted once per turn.
+    pub base: std::sync::OnceLock<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,11 +254,19 @@ impl TurnContext {
         }
     }
 
-    /// Tokens the next request would carry.
+    /// Tokens every request of this turn carries besides the conversation, counted once.
+    fn base_tokens(&self) -> u64 {
+        *self.base.get_or_init(|| {
+            let tools = self.request_tools();
+            tokens::count_base(&self.system, &tools)
+        })
+    }
+
+    /// Tokens the next request would carry (entries never counted are counted here,
+    /// outside the session's lock).
     fn next_request_tokens(&self) -> u64 {
-        let tools = self.request_tools();
-        let base = tokens::count_base(&self.system, &tools);
-        base + self.emitter.change(|shared| shared.store.request_tokens())
+        let conversation = self.emitter.change(|shared| shared.store.request());
+        self.base_tokens() + conversation.iter().map(|entry| entry.tokens()).sum::<u64>()
     }
 
     /// Before a request: a conversation past the context limit is compacted first
@@ -265,7 +275,16 @@ impl TurnContext {
     /// turns are not refused too.
     async fn fit_context(&self, usage: &mut TurnUsage) -> Option<TurnEnd> {
         let limit = context_limit(self.model.info.context_window);
-        if self.next_request_tokens() <= limit {
+        // Most requests are far below the limit: a bound that needs no tokenizer (bytes,
+        // where nothing was counted yet) settles it without counting anything.
+        let conversation = self.emitter.change(|shared| shared.store.request());
+        let bound = (self.system.len() as u64)
+            + self.tools_bound()
+            + conversation
+                .iter()
+                .map(|entry| entry.tokens_at_most())
+                .sum::<u64>();
+        if bound <= limit || self.next_request_tokens() <= limit {
             return None;
         }
         self.emitter.status(SessionStatus::Compacting).await;
@@ -364,6 +383,18 @@ impl TurnContext {
         }
     }
 
+    /// At least the tokens of the tool schemas (their bytes).
+    fn tools_bound(&self) -> u64 {
+        self.request_tools()
+            .iter()
+            .map(|tool| {
+                (tool.name.len() + tool.description.len() + tool.parameters.to_string().len())
+                    as u64
+            })
+            .sum::<u64>()
+            + 16
+    }
+
     /// The tools offered in the next request.
     fn request_tools(&self) -> Vec<super::model::ToolSpec> {
         let mut tools = self.tools.specs();
@@ -403,9 +434,6 @@ impl TurnContext {
             started = start => started.map_err(AttemptError::Model)?,
         };
         self.emitter.emit(Event::ThinkingStart).await;
-        // The request is out: building the tokenizer (needed for `context_usage` at the
-        // end of the turn) can no longer delay it.
-        super::tokens::warm_up();
         let idle = self.model.retry.idle_timeout;
         let deadline = tokio::time::sleep(idle);
         tokio::pin!(deadline);

@@ -123,7 +123,7 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
         id: entry.id.to_string(),
         parent: entry.parent.as_ref().map(|id| id.to_string()),
         at: entry.at,
-        tokens: entry.tokens,
+        tokens: entry.tokens(),
         body: body_of(&entry.body),
     };
     let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
@@ -351,7 +351,7 @@ pub fn decode(line: Line) -> Result<Entry, String> {
         line.parent.map(Arc::from),
         line.at,
         body,
-        line.tokens,
+        Some(line.tokens),
     ))
 }
 

@@ -191,6 +191,7 @@ impl Session {
         let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode, store)));
         let emitter = Emitter::new(&params.session_id, events, shared);
         model.client.warm_up();
+        tokens::warm_up();
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
         let mut session = Self {
@@ -396,6 +397,7 @@ impl Session {
             cancel: cancel.clone(),
             turn: std::sync::OnceLock::new(),
             checkpointed: Mutex::new(std::collections::HashSet::new()),
+            base: std::sync::OnceLock::new(),
         };
         let running = move |handle| RunningTurn {
             cancel,
@@ -499,7 +501,8 @@ impl Session {
                 base
             }
         };
-        base + self.emitter.change(|shared| shared.store.request_tokens())
+        let conversation = self.emitter.change(|shared| shared.store.request());
+        base + conversation.iter().map(|entry| entry.tokens()).sum::<u64>()
     }
 }
 

@@ -4,10 +4,12 @@
 //! An entry carries what every reader needs precomputed: its item of the `transcript`
 //! event encoded once (so a snapshot or `/transcript` costs reference counts and a
 //! copy of bytes, never a re-serialization), and the o200k token count of what the
-//! model reads of it (so `context_usage` is a sum, not a re-count).
+//! model reads of it (so `context_usage` is a sum, not a re-count). The count is made
+//! the first time it is asked for (by the session file's writer, usually, off the
+//! session's path) and kept: a message must not wait for the tokenizer to be sent.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
@@ -28,8 +30,9 @@ pub struct Entry {
     pub body: EntryBody,
     /// Its item of the `transcript` event, encoded; `None` when it is not shown.
     shown: Option<Bytes>,
-    /// Tokens of what the model reads of it; 0 when it reads nothing of it.
-    pub tokens: u64,
+    /// Tokens of what the model reads of it (0 when it reads nothing of it), counted
+    /// once, when first asked for.
+    tokens: OnceLock<u64>,
     /// What the model reads of a compaction: the summary as a user message.
     summary: Option<Message>,
 }
@@ -98,34 +101,54 @@ pub const SUMMARY_PREFIX: &str =
     "A summary of the earlier conversation (its messages were compacted to save context):\n\n";
 
 impl Entry {
-    /// Makes an entry, encoding its transcript item and counting its tokens. The count
-    /// needs the tokenizer: make entries off the async workers when they are long.
+    /// Makes an entry, encoding its transcript item; its tokens are counted when first
+    /// asked for.
     pub fn new(id: EntryId, parent: Option<EntryId>, at: u64, body: EntryBody) -> Entry {
-        let tokens = body_tokens(&body);
-        Entry::with_tokens(id, parent, at, body, tokens)
+        Entry::with_tokens(id, parent, at, body, None)
     }
 
-    /// Like [`Entry::new`] with a token count already known (loaded from disk).
+    /// Like [`Entry::new`], with the token count when it is known (loaded from disk).
     pub fn with_tokens(
         id: EntryId,
         parent: Option<EntryId>,
         at: u64,
         body: EntryBody,
-        tokens: u64,
+        tokens: Option<u64>,
     ) -> Entry {
         let shown = transcript_item(&body).and_then(|item| serde_json::to_vec(&item).ok());
         let summary = match &body {
             EntryBody::Compaction { summary, .. } => Some(summary_message(summary)),
             _ => None,
         };
+        let counted = OnceLock::new();
+        if let Some(tokens) = tokens {
+            let _ = counted.set(tokens);
+        }
         Entry {
             id,
             parent,
             at,
             body,
             shown: shown.map(Bytes::from),
-            tokens,
+            tokens: counted,
             summary,
+        }
+    }
+
+    /// Tokens of what the model reads of this entry (counted now if never before).
+    pub fn tokens(&self) -> u64 {
+        *self.tokens.get_or_init(|| body_tokens(&self.body))
+    }
+
+    /// At least [`Entry::tokens`], without counting: the count when it is known, else
+    /// the bytes of what the model reads (a token is never shorter than a byte).
+    pub fn tokens_at_most(&self) -> u64 {
+        if let Some(tokens) = self.tokens.get() {
+            return *tokens;
+        }
+        match self.message() {
+            Some(message) => tokens::bound_message(message),
+            None => 0,
         }
     }
 

@@ -45,24 +45,24 @@ impl Journal for NoJournal {
     fn sync(&self) {}
 }
 
-/// An entry body with its token count, computed before taking the session's lock.
+/// An entry body about to be appended (its token count when it is known).
 pub struct Prepared {
     body: EntryBody,
-    tokens: u64,
+    tokens: Option<u64>,
 }
 
 impl Prepared {
-    /// Counts the body's tokens (the tokenizer's work happens here, not under a lock).
+    /// A body whose tokens are counted when first asked for.
     pub fn new(body: EntryBody) -> Self {
-        Self {
-            tokens: entry::body_tokens(&body),
-            body,
-        }
+        Self { body, tokens: None }
     }
 
     /// A body the model reads nothing of, or whose count is known.
     pub fn counted(body: EntryBody, tokens: u64) -> Self {
-        Self { body, tokens }
+        Self {
+            body,
+            tokens: Some(tokens),
+        }
     }
 
     pub fn body(&self) -> &EntryBody {
@@ -255,9 +255,11 @@ impl Store {
         out
     }
 
-    /// Tokens of [`Store::request`]'s messages: a sum of cached counts.
+    /// Tokens of [`Store::request`]'s messages: a sum of cached counts (entries never
+    /// counted are counted now: call it outside the session's lock when they may be
+    /// long, see [`Store::request`]).
     pub fn request_tokens(&self) -> u64 {
-        self.request().iter().map(|entry| entry.tokens).sum()
+        self.request().iter().map(|entry| entry.tokens()).sum()
     }
 
     /// `(index of the first entry read after the summary, index of the last compaction)`.

@@ -158,7 +158,7 @@ fn loading_skips_entries_that_do_not_fit() {
                 entry.parent.clone(),
                 entry.at,
                 entry.body.clone(),
-                entry.tokens,
+                Some(entry.tokens()),
             )
         })
         .chain([Entry::with_tokens(
@@ -166,7 +166,7 @@ fn loading_skips_entries_that_do_not_fit() {
             Some(Arc::from("e404")),
             0,
             EntryBody::Branch { label: "x".into() },
-            0,
+            Some(0),
         )])
         .collect();
     let (loaded, warnings) = Store::load(entries, Arc::new(NoJournal)).unwrap();
