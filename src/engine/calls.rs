@@ -42,6 +42,8 @@ impl TurnContext {
         plan_ids: &HashMap<String, String>,
     ) -> CallsOutcome {
         let mut plan_proposed = false;
+        // Images tools returned, shown to the model after all of this reply's results.
+        let mut images = Vec::new();
         for (done, call) in calls.iter().enumerate() {
             if call.name == PROPOSE_PLAN {
                 let id = plan_ids.get(&call.id).cloned().unwrap_or_else(new_plan_id);
@@ -59,7 +61,7 @@ impl TurnContext {
                 _ = self.cancel.cancelled() => None,
                 outcome = self.call(call) => Some(outcome),
             };
-            let Some(outcome) = outcome else {
+            let Some(mut outcome) = outcome else {
                 self.close_interrupted(call).await;
                 self.emitter.change(|shared| {
                     for call in &calls[done + 1..] {
@@ -70,6 +72,9 @@ impl TurnContext {
                 });
                 return CallsOutcome::Interrupted;
             };
+            if !outcome.images.is_empty() {
+                images.push((call.clone(), std::mem::take(&mut outcome.images)));
+            }
             self.emitter
                 .emit_with(|shared| {
                     shared
@@ -84,6 +89,10 @@ impl TurnContext {
                     (Some(event), ())
                 })
                 .await;
+        }
+        if !images.is_empty() {
+            self.emitter
+                .change(|shared| shared.history.push_tool_images(images));
         }
         if plan_proposed {
             CallsOutcome::PlanProposed

@@ -26,6 +26,8 @@ enum CommandName {
     Plan,
     #[strum(serialize = "/transcript")]
     Transcript,
+    #[strum(serialize = "/mcp")]
+    Mcp,
     #[strum(serialize = "/quit")]
     Quit,
     #[strum(serialize = "/exit")]
@@ -54,6 +56,10 @@ impl CommandName {
                 "Approve a proposed plan, or ask for a revision",
             ),
             Self::Transcript => ("", "Show the conversation so far (a transcript event)"),
+            Self::Mcp => (
+                "[retry <name>]",
+                "Show the MCP servers (an mcp_servers event), or reconnect one",
+            ),
             Self::Quit => ("", "End the session"),
             Self::Exit => ("", "End the session (same as /quit)"),
         }
@@ -78,6 +84,10 @@ pub enum Command<'a> {
     },
     /// The arguments after `/plan`, parsed by the session.
     Plan(&'a str),
+    /// `/mcp`: the `mcp_servers` view.
+    McpView,
+    /// `/mcp retry <name>`.
+    McpRetry(&'a str),
     Quit,
 }
 
@@ -159,6 +169,11 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
         CommandName::Plan => Ok(Command::Plan(
             input.strip_prefix(name).unwrap_or_default().trim(),
         )),
+        CommandName::Mcp => match args.as_slice() {
+            [] => Ok(Command::McpView),
+            ["retry", name] => Ok(Command::McpRetry(name)),
+            _ => Err(format!("usage: /mcp {}", CommandName::Mcp.usage().0)),
+        },
         CommandName::Model => match args.as_slice() {
             [] => Ok(Command::ModelView),
             [model] => Ok(Command::SwitchModel {
@@ -228,6 +243,12 @@ mod tests {
             Ok(Command::Plan("plan-1 revise more tests"))
         );
         assert!(!is_quit("/quit now"));
+        assert_eq!(parse("/mcp"), Ok(Command::McpView));
+        assert_eq!(parse("/mcp retry fs"), Ok(Command::McpRetry("fs")));
+        assert_eq!(
+            parse("/mcp restart fs").unwrap_err(),
+            "usage: /mcp [retry <name>]"
+        );
         assert_eq!(
             parse("/nope").unwrap_err(),
             "unknown command: /nope (try /help)"

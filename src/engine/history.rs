@@ -5,7 +5,7 @@
 //! model sees, tool calls with their names, plans. Appending to both in one place keeps
 //! them from drifting apart.
 
-use super::model::{Message, ToolCall};
+use super::model::{ImageData, Message, ToolCall};
 use crate::protocol::{PlanStatus, TranscriptItem, UserMessageEvent};
 
 #[derive(Debug, Default)]
@@ -48,6 +48,23 @@ impl History {
             name: call.name.clone(),
             output,
             is_error,
+        });
+    }
+
+    /// Images that tool calls returned, for the model only: one user message after the
+    /// reply's tool results, since providers take images in user messages and a message
+    /// between the results of one reply would break the call/result pairing they check.
+    pub fn push_tool_images(&mut self, images: Vec<(ToolCall, Vec<ImageData>)>) {
+        let names: Vec<String> = images
+            .iter()
+            .map(|(call, images)| format!("{} ({}): {}", call.name, call.id, images.len()))
+            .collect();
+        self.messages.push(Message::User {
+            text: format!(
+                "[Images returned by tool calls, in order: {}]",
+                names.join(", ")
+            ),
+            images: images.into_iter().flat_map(|(_, images)| images).collect(),
         });
     }
 

@@ -7,10 +7,11 @@
 //!
 //! Ops are handled in the submodules: `queue` (messages, steer, unqueue, interrupt),
 //! `gating` (approval mode, approvals, attended, deferred actions), `plans`,
-//! `models` (slash commands and model switching), `snapshot` (startup batch and
-//! late-joiner state).
+//! `models` (slash commands and model switching), `mcp` (MCP servers and their prompt
+//! commands), `snapshot` (startup batch and late-joiner state).
 
 mod gating;
+mod mcp;
 mod models;
 mod plans;
 mod queue;
@@ -25,6 +26,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::emitter::{Emitter, Outbound};
+use super::mcp::McpServers;
 use super::model::{ModelCatalog, ResolvedModel};
 use super::shared::Shared;
 use super::tokens;
@@ -48,6 +50,8 @@ pub struct SessionParams {
     pub reasoning_effort: Option<String>,
     pub catalog: Arc<dyn ModelCatalog>,
     pub tools: ToolRegistry,
+    /// The session's MCP servers (their tools are a source in `tools`).
+    pub mcp: Arc<dyn McpServers>,
     /// Problems found while loading the config, reported as `error` at startup.
     pub startup_errors: Vec<String>,
     /// How many clients are attached, when a host with several clients runs the session
@@ -102,6 +106,11 @@ struct RunningTurn {
 enum Internal {
     /// A deferred action the user allowed has run.
     ActionRan { id: String, output: ToolOutput },
+    /// An MCP prompt command was expanded (or failed), for the client that ran it.
+    PromptReady {
+        client: ClientId,
+        result: Result<String, String>,
+    },
 }
 
 struct Session {
@@ -118,12 +127,16 @@ struct Session {
     internal_rx: mpsc::Receiver<Internal>,
     /// The client whose op is being handled: where its answers go.
     origin: ClientId,
+    /// What clients were last told about the MCP servers.
+    mcp: mcp::Announced,
 }
 
 enum Wake {
     TurnDone(Result<TurnOutcome, tokio::task::JoinError>),
     Input(Option<Input>),
     Internal(Internal),
+    /// The MCP servers changed (state, tools or prompts).
+    Mcp,
     /// The number of attached clients changed (daemon sessions only); `None` when the
     /// host stopped counting.
     Clients(Option<usize>),
@@ -150,6 +163,7 @@ impl Session {
         model.client.warm_up();
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
+        let mcp_servers = params.mcp.clone();
         let mut session = Self {
             emitter,
             model,
@@ -162,8 +176,12 @@ impl Session {
             internal_tx,
             internal_rx,
             origin: SOLE_CLIENT,
+            mcp: mcp::Announced::new(mcp_servers.as_ref()),
         };
         session.emit_startup(errors).await;
+        // Only now: the startup batch shows every enabled server `connecting`, and no
+        // server, however slow, can delay it.
+        mcp_servers.start();
         session
     }
 
@@ -173,10 +191,12 @@ impl Session {
             let wake = {
                 let turn = &mut self.turn;
                 let internal = &mut self.internal_rx;
+                let mcp_changes = &mut self.mcp.changes;
                 tokio::select! {
                     biased;
                     outcome = turn_finished(turn) => Wake::TurnDone(outcome),
                     Some(internal) = internal.recv() => Wake::Internal(internal),
+                    () = mcp::changed(mcp_changes) => Wake::Mcp,
                     count = client_count(clients.as_mut()) => Wake::Clients(count),
                     input = inputs.recv() => Wake::Input(input),
                 }
@@ -188,6 +208,15 @@ impl Session {
                 }
                 Wake::Internal(Internal::ActionRan { id, output }) => {
                     self.action_ran(id, output).await;
+                    Flow::Continue
+                }
+                Wake::Internal(Internal::PromptReady { client, result }) => {
+                    self.origin = client;
+                    self.prompt_ready(result).await;
+                    Flow::Continue
+                }
+                Wake::Mcp => {
+                    self.mcp_changed().await;
                     Flow::Continue
                 }
                 Wake::Clients(Some(count)) => {
@@ -230,6 +259,8 @@ impl Session {
         }
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
+        // Its MCP servers die with it.
+        self.params.mcp.shutdown().await;
     }
 
     /// Sends an event to the client whose op is being handled, and to it only.
@@ -279,10 +310,10 @@ impl Session {
                 })
                 .await;
             }
-            Op::McpList | Op::McpSet { .. } | Op::McpRemove { .. } | Op::McpToggle { .. } => {
-                self.reply_error("MCP servers are not available in this build")
-                    .await;
-            }
+            Op::McpList => self.mcp_list().await,
+            Op::McpSet { name, server } => self.mcp_set(&name, server).await,
+            Op::McpRemove { name } => self.mcp_remove(&name).await,
+            Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
             Op::Shutdown => return Flow::Stop,
         }
         Flow::Continue

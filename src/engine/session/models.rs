@@ -8,6 +8,9 @@ use crate::protocol::{Event, ModelStatus, ModelViewEntry};
 
 impl Session {
     pub(super) async fn command(&mut self, input: &str) -> Flow {
+        if let Some(flow) = self.prompt_command(input).await {
+            return flow;
+        }
         let command = match commands::parse(input) {
             Ok(command) => command,
             Err(message) => {
@@ -31,6 +34,8 @@ impl Session {
                 hunks,
             } => self.approve(call_id, decision, always, hunks).await,
             Command::Plan(args) => self.plan_command(args).await,
+            Command::McpView => self.mcp_list().await,
+            Command::McpRetry(name) => self.mcp_retry(name).await,
         }
         Flow::Continue
     }

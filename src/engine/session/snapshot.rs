@@ -2,7 +2,6 @@
 //! client attaching later, the startup batch plus the state it needs to render.
 
 use super::Session;
-use crate::engine::commands;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
@@ -38,11 +37,11 @@ impl Session {
             },
             Event::ModelStatus(self.model_status()),
             Event::CommandList {
-                commands: commands::command_list(),
+                commands: self.command_list(),
             },
             Event::ApprovalMode { mode },
             Event::McpServers {
-                servers: Vec::new(),
+                servers: self.mcp_view(),
             },
         ]
     }
