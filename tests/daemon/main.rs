@@ -8,4 +8,5 @@ mod common;
 mod clients;
 mod contract;
 mod lifecycle;
+mod mcp;
 mod shim;

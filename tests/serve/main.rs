@@ -6,6 +6,8 @@ mod common;
 mod approvals;
 mod attachments;
 mod basics;
+mod mcp;
+mod mcp_ops;
 mod plans;
 mod queue;
 mod schema;
