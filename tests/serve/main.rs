@@ -7,6 +7,7 @@ mod approvals;
 mod attachments;
 mod basics;
 mod mcp;
+mod mcp_everything;
 mod mcp_ops;
 mod plans;
 mod queue;
