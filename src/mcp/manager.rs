@@ -10,25 +10,21 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, Endpoint, Notice, RemotePrompt, RemoteTool, SharedConnection};
+use super::client::{self, RemotePrompt, RemoteTool, SharedConnection};
 use super::naming;
+use super::task::run_server;
 use super::tool::McpTool;
 use crate::config::mcp::{self as config, DEFAULT_TIMEOUT_MS};
-use crate::engine::tools::resolve_path;
 use crate::engine::{McpServers, PromptArgument, PromptCommand, Tool, ToolSource, ToolSpec};
 use crate::protocol::{McpServerConfig, McpServerView, McpState, McpTransport};
-
-/// Notices a server may have waiting (list changes); more are dropped, as one pending
-/// refresh covers them all.
-const NOTICE_QUEUE: usize = 4;
 
 /// A session's MCP servers. Cheap to clone: clones share the servers.
 #[derive(Clone)]
@@ -36,12 +32,12 @@ pub struct McpManager {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     state: Mutex<State>,
     changes: watch::Sender<()>,
     /// Where stdio servers start unless they set `cwd`, and with which environment.
-    cwd: PathBuf,
-    env: Arc<HashMap<String, String>>,
+    pub(super) cwd: PathBuf,
+    pub(super) env: Arc<HashMap<String, String>>,
     /// The user's config file, where `mcp_set`, `mcp_remove` and `mcp_toggle` persist.
     config_path: PathBuf,
     root: CancellationToken,
@@ -72,7 +68,7 @@ struct Server {
     stop: Option<CancellationToken>,
 }
 
-enum Status {
+pub(super) enum Status {
     Disabled,
     Connecting,
     Connected {
@@ -130,7 +126,7 @@ fn enabled(config: &McpServerConfig) -> bool {
     config.enabled != Some(false)
 }
 
-fn timeout_of(config: &McpServerConfig) -> Duration {
+pub(super) fn timeout_of(config: &McpServerConfig) -> Duration {
     Duration::from_millis(config.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS))
 }
 
@@ -154,7 +150,7 @@ impl Inner {
     }
 
     /// Applies a task's update if the task is still the server's current one.
-    fn update(&self, name: &str, generation: u64, status: Status) {
+    pub(super) fn update(&self, name: &str, generation: u64, status: Status) {
         self.change(|state| {
             if state.closed {
                 return;
@@ -252,132 +248,6 @@ impl State {
             }
         })
     }
-}
-
-/// Connects one server and keeps it connected until it is stopped or dies.
-async fn run_server(
-    inner: Weak<Inner>,
-    name: String,
-    generation: u64,
-    config: McpServerConfig,
-    stop: CancellationToken,
-) {
-    let update = |status: Status| {
-        if let Some(inner) = inner.upgrade() {
-            inner.update(&name, generation, status);
-        }
-    };
-    let Some(endpoint) = inner.upgrade().map(|inner| endpoint(&inner, &config)) else {
-        return;
-    };
-    let endpoint = match endpoint {
-        Ok(endpoint) => endpoint,
-        Err(message) => return update(Status::Failed(message)),
-    };
-    let timeout = timeout_of(&config);
-    let (notices_tx, mut notices) = mpsc::channel(NOTICE_QUEUE);
-    let connected = tokio::select! {
-        () = stop.cancelled() => return,
-        connected = tokio::time::timeout(timeout, client::connect(endpoint, notices_tx)) => connected,
-    };
-    let connection: SharedConnection = match connected {
-        Ok(Ok(connection)) => Arc::new(connection),
-        Ok(Err(message)) => return update(Status::Failed(message)),
-        Err(_) => {
-            return update(Status::Failed(format!(
-                "no answer to the MCP handshake within {} ms (timeout_ms)",
-                timeout.as_millis()
-            )));
-        }
-    };
-    let (mut tools, mut prompts) = (Vec::new(), Vec::new());
-    let mut refresh = (true, true);
-    loop {
-        if refresh != (false, false) {
-            let listed = tokio::select! {
-                () = stop.cancelled() => return connection.shutdown().await,
-                reason = connection.closed() => return update(Status::Failed(reason)),
-                listed = tokio::time::timeout(timeout, list(&connection, refresh)) => listed,
-            };
-            match listed {
-                Ok(Ok((new_tools, new_prompts))) => {
-                    tools = new_tools.unwrap_or(tools);
-                    prompts = new_prompts.unwrap_or(prompts);
-                }
-                Ok(Err(message)) => {
-                    connection.shutdown().await;
-                    return update(Status::Failed(message));
-                }
-                Err(_) => {
-                    connection.shutdown().await;
-                    return update(Status::Failed(format!(
-                        "the server did not list its tools and prompts within {} ms (timeout_ms)",
-                        timeout.as_millis()
-                    )));
-                }
-            }
-            update(Status::Connected {
-                connection: connection.clone(),
-                tools: tools.clone(),
-                prompts: prompts.clone(),
-            });
-            refresh = (false, false);
-        }
-        tokio::select! {
-            () = stop.cancelled() => return connection.shutdown().await,
-            reason = connection.closed() => return update(Status::Failed(reason)),
-            Some(notice) = notices.recv() => match notice {
-                Notice::ToolsChanged => refresh.0 = true,
-                Notice::PromptsChanged => refresh.1 = true,
-            },
-        }
-    }
-}
-
-type Lists = (Option<Vec<RemoteTool>>, Option<Vec<RemotePrompt>>);
-
-/// Lists what `which` asks for (tools, prompts); `None` for what it does not.
-async fn list(connection: &client::Connection, which: (bool, bool)) -> Result<Lists, String> {
-    let tools = match which.0 {
-        true => Some(connection.list_tools().await?),
-        false => None,
-    };
-    let prompts = match which.1 {
-        true => Some(connection.list_prompts().await?),
-        false => None,
-    };
-    Ok((tools, prompts))
-}
-
-/// Where a definition points, with the session's environment applied.
-fn endpoint(inner: &Inner, config: &McpServerConfig) -> Result<Endpoint, String> {
-    if let Some(command) = &config.command {
-        let mut env = (*inner.env).clone();
-        env.extend(config.env.clone());
-        let cwd = match &config.cwd {
-            Some(cwd) => resolve_path(&inner.cwd, &cwd.display().to_string()),
-            None => inner.cwd.clone(),
-        };
-        return Ok(Endpoint::Stdio {
-            command: command.clone(),
-            args: config.args.clone(),
-            env,
-            cwd,
-        });
-    }
-    let Some(url) = &config.url else {
-        return Err("the definition has neither `command` nor `url`".to_owned());
-    };
-    let mut headers = Vec::new();
-    for (header, text) in &config.headers {
-        let text = config::expand_vars(text, |name| inner.env.get(name).cloned())
-            .map_err(|problem| format!("headers.{header}: {problem}"))?;
-        headers.push((header.clone(), text));
-    }
-    Ok(Endpoint::Http {
-        url: url.clone(),
-        headers,
-    })
 }
 
 impl McpServers for McpManager {

@@ -6,6 +6,7 @@
 //!
 //! - `client`: the wrapper around `rmcp`, the only code that names it (rmcp changes
 //!   often; an upgrade touches that one file);
+//! - `task`: one server's task (connect, list, re-list, notice its death);
 //! - `process`: a stdio server's process group and stderr;
 //! - `tool`: one server tool as an engine tool, gating by `readOnlyHint`, and results
 //!   rendered for the model;
@@ -17,6 +18,7 @@ mod client;
 mod manager;
 mod naming;
 mod process;
+mod task;
 mod tool;
 
 pub use manager::McpManager;

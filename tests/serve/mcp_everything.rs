@@ -128,3 +128,89 @@ fn the_reference_server_everything_works_over_stdio() {
     let view = serve.until("mcp_servers").pop().unwrap();
     assert_eq!(server(&view, "everything").unwrap()["state"], "connected");
 }
+
+/// Kills the HTTP server a test started, whatever happened.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_reference_server_everything_works_over_streamable_http() {
+    use std::io::BufRead;
+    let package = match everything() {
+        Ok(package) => package,
+        Err(why) => {
+            println!("skipped: {why}; @modelcontextprotocol/server-everything cannot be installed");
+            return;
+        }
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let mut child = Command::new("node")
+        .arg(package.join("dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start server-everything over HTTP");
+    let stderr = child.stderr.take().expect("its stderr");
+    let _server = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("server-everything did not say it listens");
+        if line.contains("listening on port") {
+            break;
+        }
+    }
+
+    let model = MockModel::start();
+    let home = Home::new();
+    home.mock_config(&model.base_url(), "");
+    home.append_config(&format!(
+        "[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+         headers = {{ X-Jucode-Test = \"Bearer ${{JUCODE_TEST_TOKEN}}\" }}\ntimeout_ms = 30000\n"
+    ));
+    let mut serve = Serve::builder(&home)
+        .env("JUCODE_TEST_TOKEN", "t0k3n")
+        .start();
+    serve.skip_startup();
+    let web = serve.wait_server("web", "connected");
+    assert_eq!(web["transport"], "http");
+    assert!(
+        web["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__web__echo")),
+        "{web}"
+    );
+    model.push(tool_reply(
+        "call_1",
+        "mcp__web__echo",
+        json!({"message": "over http"}),
+    ));
+    model.push(text_reply(&["done"]));
+    serve.user("echo over http");
+    let events = serve.until_ready();
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["output"], "Echo: over http");
+    assert_eq!(output["is_error"], false);
+}
