@@ -5,6 +5,8 @@
 //! engine reports as `error` events in its startup batch. A front-end must always get a
 //! working session.
 
+pub mod mcp;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -70,7 +72,7 @@ fn absolute(path: PathBuf) -> PathBuf {
     std::path::absolute(&path).unwrap_or(path)
 }
 
-pub use crate::protocol::ApprovalMode;
+pub use crate::protocol::{ApprovalMode, McpServerConfig};
 
 /// `config.toml`, as written by the user. Every key is optional.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -85,6 +87,9 @@ pub struct Config {
     /// `[daemon]`: settings of `jucode daemon` (read when it starts).
     #[serde(default)]
     pub daemon: DaemonConfig,
+    /// `[mcp_servers.<name>]`: the MCP servers every session starts (`docs/mcp.md`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// `[daemon]`: how far a daemon client may fall behind before it is disconnected, and
@@ -245,6 +250,11 @@ impl LoadedConfig {
         {
             reader.providers(providers);
         }
+        if let Some(servers) = table.get_mut("mcp_servers")
+            && let DeValue::Table(servers) = servers.get_mut()
+        {
+            reader.mcp_servers(servers);
+        }
         if let Some(daemon) = table.get_mut("daemon") {
             let span = daemon.span();
             if let DeValue::Table(daemon) = daemon.get_mut() {
@@ -293,6 +303,9 @@ enum Scope<'a> {
     /// what a half-read provider table meant (say, the default `base_url` in place of a
     /// broken one) could send the conversation and its key to another server.
     Provider(&'a str),
+    /// Anything under `[mcp_servers.<name>]`: the server is not started (see
+    /// [`mcp`]).
+    McpServer(&'a str),
 }
 
 /// Collects the problems of one file.
@@ -323,6 +336,9 @@ impl<'t> Reader<'t> {
                     .or_default()
                     .push((at, what.clone()));
                 format!("provider {name:?} cannot be used until this is fixed")
+            }
+            Scope::McpServer(name) => {
+                format!("MCP server {name:?} is not started until this is fixed")
             }
         };
         self.problems.push((at, format!("{what}; {consequence}")));

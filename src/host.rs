@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::config::{ApprovalMode, LoadedConfig, Profile};
 use crate::engine::{Input, Outbound};
 use crate::engine::{SessionParams, ToolRegistry, prompt};
+use crate::mcp::McpManager;
 use crate::protocol::{Op, OpName};
 use crate::providers::Catalog;
 
@@ -116,10 +117,20 @@ pub fn build_session(
     let mut tools = ToolRegistry::new();
     crate::tools::register_all(&mut tools);
 
+    let env = Arc::new(options.env);
+    // The session's own servers: in the daemon too, a server started for one session
+    // never serves another.
+    let mcp = McpManager::new(
+        config.mcp_servers.clone(),
+        cwd.clone(),
+        env.clone(),
+        config_path.clone(),
+    );
+    tools.add_source(Arc::new(mcp.clone()));
+
     let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
     let idle_unload_secs = config.daemon.idle_unload_secs;
     let reasoning_effort = config.reasoning_effort.clone();
-    let env = Arc::new(options.env);
     let catalog = Catalog::new(
         config,
         profile.dir.clone(),
@@ -148,6 +159,7 @@ pub fn build_session(
         reasoning_effort,
         catalog: Arc::new(catalog),
         tools,
+        mcp: Arc::new(mcp),
         startup_errors,
         clients: None,
         chat,

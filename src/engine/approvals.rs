@@ -7,6 +7,9 @@
 //! | file edits outside the cwd             | ask    | refused | ask       | ask              | run         |
 //! | other shell commands                   | ask    | refused | ask       | run (dangerous: ask) | run     |
 //!
+//! MCP tools fall in these rows through their assessment: `readOnlyHint` tools are
+//! read-only, every other MCP tool is gated as an "other shell command".
+//!
 //! "Inside the cwd" is decided on resolved paths: the longest existing ancestor of each
 //! path is canonicalized, so a symlink inside the project that points elsewhere counts
 //! as outside.

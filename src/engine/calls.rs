@@ -48,6 +48,8 @@ impl TurnContext {
         plan_ids: &HashMap<String, String>,
     ) -> CallsOutcome {
         let mut plan_proposed = false;
+        // Images tools returned, shown to the model after all of this reply's results.
+        let mut images = Vec::new();
         for (done, call) in calls.iter().enumerate() {
             if call.name == PROPOSE_PLAN {
                 let id = plan_ids.get(&call.id).cloned().unwrap_or_else(new_plan_id);
@@ -65,7 +67,7 @@ impl TurnContext {
                 _ = self.cancel.cancelled() => None,
                 outcome = self.call(call) => Some(outcome),
             };
-            let Some(outcome) = outcome else {
+            let Some(mut outcome) = outcome else {
                 self.close_interrupted(call).await;
                 let rest: Vec<Prepared> = calls[done + 1..]
                     .iter()
@@ -78,6 +80,9 @@ impl TurnContext {
                 });
                 return CallsOutcome::Interrupted;
             };
+            if !outcome.images.is_empty() {
+                images.push((call.clone(), std::mem::take(&mut outcome.images)));
+            }
             let entry = tool_result(call, outcome.output.clone(), outcome.is_error);
             self.emitter
                 .emit_with(|shared| {
@@ -91,6 +96,10 @@ impl TurnContext {
                     (Some(event), ())
                 })
                 .await;
+        }
+        if !images.is_empty() {
+            self.emitter
+                .change(|shared| shared.store.append(tool_images(images)));
         }
         if plan_proposed {
             CallsOutcome::PlanProposed
@@ -419,7 +428,23 @@ impl TurnContext {
     }
 }
 
-/// The store entry of one call's result (its tokens counted here, outside any lock).
+/// The images tools returned in one reply, as the one user message the model reads
+/// them in (Chat Completions takes images only in user messages).
+fn tool_images(images: Vec<(ToolCall, Vec<super::model::ImageData>)>) -> Prepared {
+    let names: Vec<String> = images
+        .iter()
+        .map(|(call, images)| format!("{} ({}): {}", call.name, call.id, images.len()))
+        .collect();
+    Prepared::new(EntryBody::ToolImages(Message::User {
+        text: format!(
+            "[Images returned by tool calls, in order: {}]",
+            names.join(", ")
+        ),
+        images: images.into_iter().flat_map(|(_, images)| images).collect(),
+    }))
+}
+
+/// The store entry of one call's result.
 fn tool_result(call: &ToolCall, output: String, is_error: bool) -> Prepared {
     Prepared::new(EntryBody::ToolResult(Message::Tool {
         call_id: call.id.clone(),

@@ -34,6 +34,8 @@ enum CommandName {
     Checkout,
     #[strum(serialize = "/compact")]
     Compact,
+    #[strum(serialize = "/mcp")]
+    Mcp,
     #[strum(serialize = "/quit")]
     Quit,
     #[strum(serialize = "/exit")]
@@ -75,6 +77,10 @@ impl CommandName {
                 "List turns that changed files, or put the files back as before one and continue from there",
             ),
             Self::Compact => ("", "Summarise the conversation so far to free context"),
+            Self::Mcp => (
+                "[retry <name>]",
+                "Show the MCP servers (an mcp_servers event), or reconnect one",
+            ),
             Self::Quit => ("", "End the session"),
             Self::Exit => ("", "End the session (same as /quit)"),
         }
@@ -99,6 +105,10 @@ pub enum Command<'a> {
     },
     /// The arguments after `/plan`, parsed by the session.
     Plan(&'a str),
+    /// `/mcp`: the `mcp_servers` view.
+    McpView,
+    /// `/mcp retry <name>`.
+    McpRetry(&'a str),
     Quit,
     /// `/resume` alone: the picker (`resume_view`).
     ResumeView,
@@ -194,6 +204,11 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
         CommandName::Plan => Ok(Command::Plan(
             input.strip_prefix(name).unwrap_or_default().trim(),
         )),
+        CommandName::Mcp => match args.as_slice() {
+            [] => Ok(Command::McpView),
+            ["retry", name] => Ok(Command::McpRetry(name)),
+            _ => Err(format!("usage: /mcp {}", CommandName::Mcp.usage().0)),
+        },
         CommandName::Model => match args.as_slice() {
             [] => Ok(Command::ModelView),
             [model] => Ok(Command::SwitchModel {
@@ -285,6 +300,12 @@ mod tests {
             Ok(Command::Plan("plan-1 revise more tests"))
         );
         assert!(!is_quit("/quit now"));
+        assert_eq!(parse("/mcp"), Ok(Command::McpView));
+        assert_eq!(parse("/mcp retry fs"), Ok(Command::McpRetry("fs")));
+        assert_eq!(
+            parse("/mcp restart fs").unwrap_err(),
+            "usage: /mcp [retry <name>]"
+        );
         assert_eq!(
             parse("/nope").unwrap_err(),
             "unknown command: /nope (try /help)"

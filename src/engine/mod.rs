@@ -13,6 +13,7 @@ mod compaction;
 mod deferred;
 mod emitter;
 pub mod library;
+pub mod mcp;
 pub mod model;
 mod o200k;
 mod plan;
@@ -25,9 +26,12 @@ pub mod tools;
 mod turn;
 
 pub use emitter::{EVENT_QUEUE, Outbound};
+pub use mcp::{McpServers, PromptArgument, PromptCommand};
 pub use model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
 pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
-pub use tools::{Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry};
+pub use tools::{
+    Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, ToolSource,
+};

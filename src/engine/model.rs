@@ -90,7 +90,7 @@ pub enum Message {
 
 /// An attached image, already read and base64-encoded. Shared because a long session
 /// re-sends every image on every request.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageData {
     pub mime: &'static str,
     pub base64: Arc<str>,

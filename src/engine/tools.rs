@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::model::ToolSpec;
+use super::model::{ImageData, ToolSpec};
 pub use crate::protocol::Hunk;
 
 /// Everything a running tool may use from its session.
@@ -63,6 +63,9 @@ pub fn resolve_path(cwd: &Path, path: &str) -> PathBuf {
 pub struct ToolOutput {
     pub output: String,
     pub is_error: bool,
+    /// Images the call returned (MCP tools can), for the model to see. The client sees
+    /// only `output`, which says that they were attached.
+    pub images: Vec<ImageData>,
 }
 
 impl ToolOutput {
@@ -70,6 +73,7 @@ impl ToolOutput {
         Self {
             output: output.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -77,6 +81,7 @@ impl ToolOutput {
         Self {
             output: output.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 }
@@ -134,10 +139,21 @@ pub trait Tool: Send + Sync + 'static {
     fn run(&self, args: serde_json::Value, ctx: ToolContext) -> BoxFuture<'static, ToolOutput>;
 }
 
-/// The tools of a session, by name. Cheap to share between turns.
+/// Tools that come and go while a session runs (those of MCP servers): asked for what
+/// exists at every model request and every call, so a change shows from the next
+/// request on, also in the middle of a turn.
+pub trait ToolSource: Send + Sync + 'static {
+    /// The specs of the tools offered right now.
+    fn specs(&self) -> Vec<ToolSpec>;
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>>;
+}
+
+/// The tools of a session, by name: its fixed tools and its tool sources. Cheap to share
+/// between turns.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl ToolRegistry {
@@ -149,12 +165,30 @@ impl ToolRegistry {
         self.tools.insert(tool.spec().name, Arc::new(tool));
     }
 
+    /// Adds tools that may change during the session. A fixed tool wins over a source's
+    /// tool of the same name (sources name theirs so that this never happens).
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.get(name).cloned()
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.sources.iter().find_map(|source| source.get(name)))
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|tool| tool.spec()).collect()
+        let mut specs: Vec<ToolSpec> = self.tools.values().map(|tool| tool.spec()).collect();
+        for source in &self.sources {
+            specs.extend(
+                source
+                    .specs()
+                    .into_iter()
+                    .filter(|spec| !self.tools.contains_key(&spec.name)),
+            );
+        }
+        specs
     }
 }
 

@@ -73,6 +73,11 @@ pub enum Body {
         #[serde(default)]
         is_error: bool,
     },
+    /// Images tool calls returned, as the model reads them.
+    ToolImages {
+        text: String,
+        images: Vec<Image>,
+    },
     Plan {
         plan: String,
         title: String,
@@ -192,10 +197,22 @@ fn body_of(body: &EntryBody) -> Body {
             output: output.clone(),
             is_error: *is_error,
         },
-        // Bodies always hold their own kind of message; these arms keep the match total.
-        EntryBody::Assistant(_) | EntryBody::ToolResult(_) => Body::Branch {
-            label: "(unreadable entry)".to_owned(),
+        EntryBody::ToolImages(Message::User { text, images }) => Body::ToolImages {
+            text: text.clone(),
+            images: images
+                .iter()
+                .map(|image| Image {
+                    mime: image.mime.to_owned(),
+                    data: image.base64.to_string(),
+                })
+                .collect(),
         },
+        // Bodies always hold their own kind of message; these arms keep the match total.
+        EntryBody::Assistant(_) | EntryBody::ToolResult(_) | EntryBody::ToolImages(_) => {
+            Body::Branch {
+                label: "(unreadable entry)".to_owned(),
+            }
+        }
         EntryBody::Plan {
             id,
             title,
@@ -316,6 +333,18 @@ pub fn decode(line: Line) -> Result<Entry, String> {
             markdown,
             status,
         },
+        Body::ToolImages { text, images } => EntryBody::ToolImages(Message::User {
+            text,
+            images: images
+                .into_iter()
+                .filter_map(|image| {
+                    Some(ImageData {
+                        mime: known_mime(&image.mime)?,
+                        base64: Arc::from(image.data),
+                    })
+                })
+                .collect(),
+        }),
         Body::PlanStatus { plan, status } => EntryBody::PlanStatus { plan, status },
         Body::Compaction { summary, kept_from } => EntryBody::Compaction {
             summary,

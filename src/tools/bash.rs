@@ -182,6 +182,7 @@ fn render(finished: exec::Finished, timeout_ms: u64) -> ToolOutput {
     ToolOutput {
         output: text,
         is_error: failed,
+        images: Vec::new(),
     }
 }
 

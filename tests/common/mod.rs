@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod mcp;
 pub mod mock;
 pub mod schema;
 pub mod serve;

@@ -99,7 +99,7 @@ fn answers_reach_only_the_client_that_asked() {
             json!({"op": "subagent_transcript", "agent_id": "/root/x"}),
             "subagent_transcript",
         ),
-        (json!({"op": "mcp_list"}), "error"),
+        (json!({"op": "mcp_list"}), "mcp_servers"),
     ] {
         b.send(op.clone());
         let event = b.next();

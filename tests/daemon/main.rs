@@ -8,5 +8,6 @@ mod common;
 mod clients;
 mod contract;
 mod lifecycle;
+mod mcp;
 mod sessions;
 mod shim;

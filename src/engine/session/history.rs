@@ -97,10 +97,14 @@ impl Session {
         let shared = Arc::new(Mutex::new(Shared::new(mode, store)));
         self.emitter = self.emitter.for_session(&params.session_id, shared);
         params.clients = None;
+        // Its MCP servers are its own: the old ones stop, the new ones start.
+        self.params.mcp.shutdown().await;
         self.params = params;
+        self.mcp = super::mcp::Announced::new(self.params.mcp.as_ref());
         self.base_tokens = None;
         self.queue.clear();
         self.emit_startup(Vec::new(), warnings).await;
+        self.params.mcp.start();
         let items = self.transcript_items();
         self.emitter.emit_transcript(&items).await;
     }

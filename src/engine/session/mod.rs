@@ -7,11 +7,12 @@
 //!
 //! Ops are handled in the submodules: `queue` (messages, steer, unqueue, interrupt),
 //! `gating` (approval mode, approvals, attended, deferred actions), `plans`,
-//! `models` (slash commands and model switching), `snapshot` (startup batch and
-//! late-joiner state).
+//! `models` (slash commands and model switching), `mcp` (MCP servers and their prompt
+//! commands), `snapshot` (startup batch and late-joiner state).
 
 mod gating;
 mod history;
+mod mcp;
 mod models;
 mod plans;
 mod queue;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::emitter::{Emitter, Outbound};
 use super::library::Library;
+use super::mcp::McpServers;
 use super::model::{ModelCatalog, ResolvedModel};
 use super::shared::Shared;
 use super::store::{Entry, Journal, SessionMeta, Store};
@@ -51,6 +53,8 @@ pub struct SessionParams {
     pub reasoning_effort: Option<String>,
     pub catalog: Arc<dyn ModelCatalog>,
     pub tools: ToolRegistry,
+    /// The session's MCP servers (their tools are a source in `tools`).
+    pub mcp: Arc<dyn McpServers>,
     /// Problems found while loading the config, reported as `error` at startup.
     pub startup_errors: Vec<String>,
     /// How many clients are attached, when a host with several clients runs the session
@@ -117,6 +121,11 @@ struct RunningTurn {
 enum Internal {
     /// A deferred action the user allowed has run.
     ActionRan { id: String, output: ToolOutput },
+    /// An MCP prompt command was expanded (or failed), for the client that ran it.
+    PromptReady {
+        client: ClientId,
+        result: Result<String, String>,
+    },
 }
 
 struct Session {
@@ -144,12 +153,16 @@ struct Session {
     background: usize,
     /// When the session became idle with nobody attached, if it is.
     idle_since: Option<tokio::time::Instant>,
+    /// What clients were last told about the MCP servers.
+    mcp: mcp::Announced,
 }
 
 enum Wake {
     TurnDone(Result<TurnOutcome, tokio::task::JoinError>),
     Input(Option<Input>),
     Internal(Internal),
+    /// The MCP servers changed (state, tools or prompts).
+    Mcp,
     /// The number of attached clients changed (daemon sessions only); `None` when the
     /// host stopped counting.
     Clients(Option<usize>),
@@ -194,6 +207,7 @@ impl Session {
         tokens::warm_up();
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
+        let mcp_servers = params.mcp.clone();
         let mut session = Self {
             emitter,
             model,
@@ -211,9 +225,13 @@ impl Session {
             clients_now: 1,
             background: 0,
             idle_since: None,
+            mcp: mcp::Announced::new(mcp_servers.as_ref()),
         };
         session.in_daemon = session.params.clients.is_some();
         session.emit_startup(errors, notices).await;
+        // Only now: the startup batch shows every enabled server `connecting`, and no
+        // server, however slow, can delay it.
+        mcp_servers.start();
         session
     }
 
@@ -225,10 +243,12 @@ impl Session {
             let wake = {
                 let turn = &mut self.turn;
                 let internal = &mut self.internal_rx;
+                let mcp_changes = &mut self.mcp.changes;
                 tokio::select! {
                     biased;
                     outcome = turn_finished(turn) => Wake::TurnDone(outcome),
                     Some(internal) = internal.recv() => Wake::Internal(internal),
+                    () = mcp::changed(mcp_changes) => Wake::Mcp,
                     count = client_count(clients.as_mut()) => Wake::Clients(count),
                     input = inputs.recv() => Wake::Input(input),
                     () = sleep_until(idle) => Wake::Idle,
@@ -241,6 +261,15 @@ impl Session {
                 }
                 Wake::Internal(Internal::ActionRan { id, output }) => {
                     self.action_ran(id, output).await;
+                    Flow::Continue
+                }
+                Wake::Internal(Internal::PromptReady { client, result }) => {
+                    self.origin = client;
+                    self.prompt_ready(result).await;
+                    Flow::Continue
+                }
+                Wake::Mcp => {
+                    self.mcp_changed().await;
                     Flow::Continue
                 }
                 Wake::Clients(Some(count)) => {
@@ -288,6 +317,8 @@ impl Session {
         }
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
+        // Its MCP servers die with it.
+        self.params.mcp.shutdown().await;
     }
 
     /// Sends an event to the client whose op is being handled, and to it only.
@@ -337,10 +368,10 @@ impl Session {
                 })
                 .await;
             }
-            Op::McpList | Op::McpSet { .. } | Op::McpRemove { .. } | Op::McpToggle { .. } => {
-                self.reply_error("MCP servers are not available in this build")
-                    .await;
-            }
+            Op::McpList => self.mcp_list().await,
+            Op::McpSet { name, server } => self.mcp_set(&name, server).await,
+            Op::McpRemove { name } => self.mcp_remove(&name).await,
+            Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
             Op::Shutdown => return Flow::Stop,
         }
         Flow::Continue

@@ -8,6 +8,9 @@ use crate::protocol::{Event, ModelStatus, ModelViewEntry};
 
 impl Session {
     pub(super) async fn command(&mut self, input: &str) -> Flow {
+        if let Some(flow) = self.prompt_command(input).await {
+            return flow;
+        }
         let command = match commands::parse(input) {
             Ok(command) => command,
             Err(message) => {
@@ -38,6 +41,8 @@ impl Session {
             Command::CheckpointView => self.checkpoint_view().await,
             Command::Checkout(id) => self.checkout(id).await,
             Command::Compact => self.compact().await,
+            Command::McpView => self.mcp_list().await,
+            Command::McpRetry(name) => self.mcp_retry(name).await,
         }
         Flow::Continue
     }

@@ -4,7 +4,6 @@
 use super::Session;
 use bytes::Bytes;
 
-use crate::engine::commands;
 use crate::engine::emitter::SnapshotPart;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
@@ -44,11 +43,11 @@ impl Session {
             },
             Event::ModelStatus(self.model_status()),
             Event::CommandList {
-                commands: commands::command_list(),
+                commands: self.command_list(),
             },
             Event::ApprovalMode { mode },
             Event::McpServers {
-                servers: Vec::new(),
+                servers: self.mcp_view(),
             },
         ]
     }

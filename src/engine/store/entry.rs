@@ -52,6 +52,9 @@ pub enum EntryBody {
     Assistant(Message),
     /// The result of one tool call.
     ToolResult(Message),
+    /// Images tool calls returned, as the user message the model reads them in (not
+    /// shown: the tool cards are).
+    ToolImages(Message),
     /// A plan from `propose_plan`, as delivered (its later statuses are entries too).
     Plan {
         id: String,
@@ -157,7 +160,8 @@ impl Entry {
         match &self.body {
             EntryBody::User { message, .. }
             | EntryBody::Assistant(message)
-            | EntryBody::ToolResult(message) => Some(message),
+            | EntryBody::ToolResult(message)
+            | EntryBody::ToolImages(message) => Some(message),
             EntryBody::Compaction { .. } => self.summary.as_ref(),
             _ => None,
         }
@@ -265,7 +269,8 @@ pub(super) fn body_tokens(body: &EntryBody) -> u64 {
     match body {
         EntryBody::User { message, .. }
         | EntryBody::Assistant(message)
-        | EntryBody::ToolResult(message) => tokens::count_message(message),
+        | EntryBody::ToolResult(message)
+        | EntryBody::ToolImages(message) => tokens::count_message(message),
         EntryBody::Compaction { summary, .. } => tokens::count_message(&summary_message(summary)),
         _ => 0,
     }

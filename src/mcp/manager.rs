@@ -1,0 +1,543 @@
+//! One session's MCP servers: their definitions, their states, and one task per server
+//! that connects it and keeps it connected.
+//!
+//! Nothing the session calls waits on a server: the state lives behind a mutex held
+//! only for short changes, and connecting, listing and restarting happen in the
+//! server's task. A task's updates carry its generation, so a server restarted (or
+//! removed) while an old attempt was still connecting never sees that attempt's
+//! result. Every server task is a child of the manager's cancellation token: when the
+//! manager goes (the session ended), they stop and their processes are killed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::client::{self, RemotePrompt, RemoteTool, SharedConnection};
+use super::naming;
+use super::task::run_server;
+use super::tool::McpTool;
+use crate::config::mcp::{self as config, DEFAULT_TIMEOUT_MS};
+use crate::engine::{McpServers, PromptArgument, PromptCommand, Tool, ToolSource, ToolSpec};
+use crate::protocol::{McpServerConfig, McpServerView, McpState, McpTransport};
+
+/// A session's MCP servers. Cheap to clone: clones share the servers.
+#[derive(Clone)]
+pub struct McpManager {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    state: Mutex<State>,
+    changes: watch::Sender<()>,
+    /// Where stdio servers start unless they set `cwd`, and with which environment.
+    pub(super) cwd: PathBuf,
+    pub(super) env: Arc<HashMap<String, String>>,
+    /// The user's config file, where `mcp_set`, `mcp_remove` and `mcp_toggle` persist.
+    config_path: PathBuf,
+    root: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.root.cancel();
+    }
+}
+
+#[derive(Default)]
+struct State {
+    servers: BTreeMap<String, Server>,
+    started: bool,
+    closed: bool,
+    /// The tools of every connected server, by exposed name.
+    tools: BTreeMap<String, Arc<McpTool>>,
+    /// Each server's exposed tool names, in its own order.
+    names: BTreeMap<String, Vec<String>>,
+}
+
+struct Server {
+    config: McpServerConfig,
+    status: Status,
+    generation: u64,
+    /// Stops the server's current task.
+    stop: Option<CancellationToken>,
+}
+
+pub(super) enum Status {
+    Disabled,
+    Connecting,
+    Connected {
+        connection: SharedConnection,
+        tools: Vec<RemoteTool>,
+        prompts: Vec<RemotePrompt>,
+    },
+    Failed(String),
+}
+
+impl McpManager {
+    /// The servers of one session: `servers` from the config, stdio ones started in
+    /// `cwd` with `env`. Nothing starts before [`McpServers::start`].
+    pub fn new(
+        servers: BTreeMap<String, McpServerConfig>,
+        cwd: PathBuf,
+        env: Arc<HashMap<String, String>>,
+        config_path: PathBuf,
+    ) -> Self {
+        let servers = servers
+            .into_iter()
+            .map(|(name, config)| {
+                let status = if enabled(&config) {
+                    Status::Connecting
+                } else {
+                    Status::Disabled
+                };
+                let server = Server {
+                    config,
+                    status,
+                    generation: 0,
+                    stop: None,
+                };
+                (name, server)
+            })
+            .collect();
+        let (changes, _) = watch::channel(());
+        Self {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    servers,
+                    ..State::default()
+                }),
+                changes,
+                cwd,
+                env,
+                config_path,
+                root: CancellationToken::new(),
+            }),
+        }
+    }
+}
+
+fn enabled(config: &McpServerConfig) -> bool {
+    config.enabled != Some(false)
+}
+
+pub(super) fn timeout_of(config: &McpServerConfig) -> Duration {
+    Duration::from_millis(config.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS))
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic mid-change leaves the best record there is; refusing it would take
+        // the session's servers down for good.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `change` under the lock, rebuilds the tools, and wakes the session.
+    fn change<R>(&self, change: impl FnOnce(&mut State) -> R) -> R {
+        let result = {
+            let mut state = self.lock();
+            let result = change(&mut state);
+            state.rebuild_tools();
+            result
+        };
+        self.changes.send_replace(());
+        result
+    }
+
+    /// Applies a task's update if the task is still the server's current one.
+    pub(super) fn update(&self, name: &str, generation: u64, status: Status) {
+        self.change(|state| {
+            if state.closed {
+                return;
+            }
+            if let Some(server) = state.servers.get_mut(name)
+                && server.generation == generation
+            {
+                server.status = status;
+            }
+        });
+    }
+}
+
+impl State {
+    /// (Re)starts `name` in a new task; the previous task, if any, stops.
+    fn launch(&mut self, inner: &Arc<Inner>, name: &str) {
+        let Some(server) = self.servers.get_mut(name) else {
+            return;
+        };
+        if let Some(stop) = server.stop.take() {
+            stop.cancel();
+        }
+        server.generation += 1;
+        server.status = Status::Connecting;
+        if !self.started || self.closed {
+            return;
+        }
+        let stop = inner.root.child_token();
+        server.stop = Some(stop.clone());
+        tokio::spawn(run_server(
+            Arc::downgrade(inner),
+            name.to_owned(),
+            server.generation,
+            server.config.clone(),
+            stop,
+        ));
+    }
+
+    fn stop(&mut self, name: &str) {
+        if let Some(server) = self.servers.get_mut(name) {
+            if let Some(stop) = server.stop.take() {
+                stop.cancel();
+            }
+            server.generation += 1;
+            server.status = Status::Disabled;
+        }
+    }
+
+    fn rebuild_tools(&mut self) {
+        let connected: Vec<(&String, &SharedConnection, &Vec<RemoteTool>, Duration)> = self
+            .servers
+            .iter()
+            .filter_map(|(name, server)| match &server.status {
+                Status::Connected {
+                    connection, tools, ..
+                } => Some((name, connection, tools, timeout_of(&server.config))),
+                _ => None,
+            })
+            .collect();
+        let names = naming::assign(connected.iter().map(|(name, _, tools, _)| {
+            (
+                name.as_str(),
+                tools.iter().map(|tool| tool.name.as_str()).collect(),
+            )
+        }));
+        let mut tools = BTreeMap::new();
+        let mut by_server = BTreeMap::new();
+        for ((server, connection, remote, timeout), exposed) in connected.iter().zip(names) {
+            for (remote, exposed) in remote.iter().zip(&exposed) {
+                let tool = McpTool {
+                    server: (*server).clone(),
+                    exposed: exposed.clone(),
+                    remote: remote.clone(),
+                    connection: (*connection).clone(),
+                    timeout: *timeout,
+                };
+                tools.insert(exposed.clone(), Arc::new(tool));
+            }
+            by_server.insert((*server).clone(), exposed);
+        }
+        self.tools = tools;
+        self.names = by_server;
+    }
+
+    fn known(&self, name: &str) -> Result<&Server, String> {
+        self.servers.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.servers.keys().map(String::as_str).collect();
+            if known.is_empty() {
+                format!("unknown MCP server: {name} (none is configured)")
+            } else {
+                format!(
+                    "unknown MCP server: {name} (configured: {})",
+                    known.join(", ")
+                )
+            }
+        })
+    }
+}
+
+impl McpServers for McpManager {
+    fn start(&self) {
+        let inner = &self.inner;
+        inner.change(|state| {
+            state.started = true;
+            let enabled: Vec<String> = state
+                .servers
+                .iter()
+                .filter(|(_, server)| enabled(&server.config))
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in enabled {
+                state.launch(inner, &name);
+            }
+        });
+    }
+
+    fn view(&self) -> Vec<McpServerView> {
+        let state = self.inner.lock();
+        state
+            .servers
+            .iter()
+            .map(|(name, server)| {
+                let (state_of, error) = match &server.status {
+                    Status::Disabled => (McpState::Disabled, None),
+                    Status::Connecting => (McpState::Connecting, None),
+                    Status::Connected { .. } => (McpState::Connected, None),
+                    Status::Failed(error) => (McpState::Failed, Some(error.clone())),
+                };
+                McpServerView {
+                    name: name.clone(),
+                    transport: if server.config.url.is_some() {
+                        McpTransport::Http
+                    } else {
+                        McpTransport::Stdio
+                    },
+                    state: state_of,
+                    tools: state.names.get(name).cloned().unwrap_or_default(),
+                    error,
+                }
+            })
+            .collect()
+    }
+
+    fn prompts(&self) -> Vec<PromptCommand> {
+        let state = self.inner.lock();
+        let mut commands: Vec<PromptCommand> = Vec::new();
+        for (server, entry) in &state.servers {
+            let Status::Connected { prompts, .. } = &entry.status else {
+                continue;
+            };
+            for prompt in prompts {
+                let shown: String = prompt
+                    .name
+                    .chars()
+                    .map(|c| if c.is_whitespace() { '-' } else { c })
+                    .collect();
+                let command = format!("/{server}:{shown}");
+                if commands.iter().any(|known| known.command == command) {
+                    continue;
+                }
+                commands.push(PromptCommand {
+                    command,
+                    server: server.clone(),
+                    prompt: prompt.name.clone(),
+                    description: prompt.description.clone(),
+                    arguments: prompt
+                        .arguments
+                        .iter()
+                        .map(|(name, description, required)| PromptArgument {
+                            name: name.clone(),
+                            description: description.clone(),
+                            required: *required,
+                        })
+                        .collect(),
+                });
+            }
+        }
+        commands
+    }
+
+    fn changes(&self) -> watch::Receiver<()> {
+        self.inner.changes.subscribe()
+    }
+
+    fn set(&self, name: &str, server: McpServerConfig) -> BoxFuture<'static, Result<(), String>> {
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        async move {
+            config::validate(&name, &server)?;
+            persist(&inner, {
+                let (name, server) = (name.clone(), server.clone());
+                move |path| config::persist_set(path, &name, &server)
+            })
+            .await?;
+            inner.change(|state| {
+                let on = enabled(&server);
+                if let Some(old) = state.servers.get_mut(&name) {
+                    old.config = server;
+                } else {
+                    state.servers.insert(
+                        name.clone(),
+                        Server {
+                            config: server,
+                            status: Status::Disabled,
+                            generation: 0,
+                            stop: None,
+                        },
+                    );
+                }
+                if on {
+                    state.launch(&inner, &name);
+                } else {
+                    state.stop(&name);
+                }
+            });
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn remove(&self, name: &str) -> BoxFuture<'static, Result<(), String>> {
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        async move {
+            inner.lock().known(&name)?;
+            persist(&inner, {
+                let name = name.clone();
+                move |path| config::persist_remove(path, &name)
+            })
+            .await?;
+            inner.change(|state| {
+                state.stop(&name);
+                state.servers.remove(&name);
+            });
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn toggle(&self, name: &str, on: bool) -> BoxFuture<'static, Result<(), String>> {
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        async move {
+            inner.lock().known(&name)?;
+            persist(&inner, {
+                let name = name.clone();
+                move |path| config::persist_enabled(path, &name, on)
+            })
+            .await?;
+            inner.change(|state| {
+                let Some(server) = state.servers.get_mut(&name) else {
+                    return;
+                };
+                server.config.enabled = Some(on);
+                let idle = matches!(server.status, Status::Disabled | Status::Failed(_));
+                match on {
+                    true if idle => state.launch(&inner, &name),
+                    true => {}
+                    false => state.stop(&name),
+                }
+            });
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn retry(&self, name: &str) -> Result<(), String> {
+        let inner = &self.inner;
+        inner.change(|state| {
+            let server = state.known(name)?;
+            if !enabled(&server.config) {
+                return Err(format!(
+                    "MCP server {name} is disabled; enable it with mcp_toggle"
+                ));
+            }
+            state.launch(inner, name);
+            Ok(())
+        })
+    }
+
+    fn get_prompt(
+        &self,
+        server: &str,
+        prompt: &str,
+        arguments: BTreeMap<String, String>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let found = {
+            let state = self.inner.lock();
+            match state
+                .servers
+                .get(server)
+                .map(|entry| (&entry.status, &entry.config))
+            {
+                Some((Status::Connected { connection, .. }, config)) => {
+                    Ok((connection.clone(), timeout_of(config)))
+                }
+                _ => Err(format!("MCP server {server} is not connected")),
+            }
+        };
+        let (server, prompt) = (server.to_owned(), prompt.to_owned());
+        async move {
+            let (connection, timeout) = found?;
+            let arguments = arguments
+                .into_iter()
+                .map(|(key, text)| (key, serde_json::Value::String(text)))
+                .collect();
+            let messages = tokio::select! {
+                reason = connection.closed() => {
+                    return Err(format!("MCP server {server} is not connected: {reason}"));
+                }
+                got = tokio::time::timeout(timeout, connection.get_prompt(&prompt, arguments)) => match got {
+                    Ok(Ok(messages)) => messages,
+                    Ok(Err(err)) => return Err(format!("MCP server {server} failed prompt {prompt}: {err}")),
+                    Err(_) => return Err(format!(
+                        "MCP server {server} did not answer for prompt {prompt} within {} ms (timeout_ms)",
+                        timeout.as_millis()
+                    )),
+                },
+            };
+            prompt_text(&messages).ok_or_else(|| format!("prompt {prompt} of {server} has no text"))
+        }
+        .boxed()
+    }
+
+    fn shutdown(&self) -> BoxFuture<'static, ()> {
+        let connections: Vec<SharedConnection> = self.inner.change(|state| {
+            state.closed = true;
+            self.inner.root.cancel();
+            state
+                .servers
+                .values_mut()
+                .filter_map(|server| {
+                    match std::mem::replace(&mut server.status, Status::Disabled) {
+                        Status::Connected { connection, .. } => Some(connection),
+                        _ => None,
+                    }
+                })
+                .collect()
+        });
+        async move {
+            futures_util::future::join_all(connections.iter().map(|c| c.shutdown())).await;
+        }
+        .boxed()
+    }
+}
+
+/// Writes the config file off the async workers.
+async fn persist(
+    inner: &Inner,
+    write: impl FnOnce(&std::path::Path) -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    let path = inner.config_path.clone();
+    tokio::task::spawn_blocking(move || write(&path))
+        .await
+        .map_err(|err| format!("internal error while writing the config: {err}"))?
+}
+
+/// The text of a prompt's messages, as one user message: text blocks and embedded text
+/// resources, in order; other content is named, not inlined.
+fn prompt_text(messages: &[client::PromptMessage]) -> Option<String> {
+    let parts: Vec<String> = messages
+        .iter()
+        .filter_map(|message| {
+            let content = &message.content;
+            match content["type"].as_str() {
+                Some("text") => content["text"].as_str().map(str::to_owned),
+                Some("resource") => content["resource"]["text"].as_str().map(str::to_owned),
+                Some(other) => Some(format!("[{other} content not shown]")),
+                None => None,
+            }
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+impl ToolSource for McpManager {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.inner
+            .lock()
+            .tools
+            .values()
+            .map(|tool| tool.spec())
+            .collect()
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        let tool = self.inner.lock().tools.get(name).cloned()?;
+        Some(tool)
+    }
+}

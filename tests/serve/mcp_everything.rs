@@ -1,0 +1,216 @@
+//! jucode against an MCP server nobody here wrote: `@modelcontextprotocol/server-everything`
+//! from npm, over stdio. `.ci/run` installs it (`.ci/install-mcp-everything`) and names it
+//! in `JUCODE_MCP_EVERYTHING`; without that, the test installs it itself where npm exists,
+//! and skips, saying why, where it does not.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::common::mcp::server;
+use crate::common::mock::{MockModel, text_reply, tool_reply};
+use crate::common::serve::{Home, Serve};
+
+/// The package directory, or why there is none.
+fn everything() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("JUCODE_MCP_EVERYTHING").filter(|dir| !dir.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let has = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if !has("npm") || !has("node") {
+        return Err("npm (or node) is not installed".to_owned());
+    }
+    let jucode = PathBuf::from(env!("CARGO_BIN_EXE_jucode"));
+    let target = jucode
+        .parent()
+        .and_then(|dir| dir.parent())
+        .expect("the target directory");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/install-mcp-everything");
+    let out = Command::new("bash")
+        .arg(script)
+        .arg(target.join("mcp-npm"))
+        .output()
+        .map_err(|err| format!("cannot run {script}: {err}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().last() {
+        Some(dir) if out.status.success() => Ok(PathBuf::from(dir)),
+        _ => panic!(
+            "npm is installed but installing server-everything failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+#[test]
+fn the_reference_server_everything_works_over_stdio() {
+    let package = match everything() {
+        Ok(package) => package,
+        Err(why) => {
+            println!("skipped: {why}; @modelcontextprotocol/server-everything cannot be installed");
+            return;
+        }
+    };
+    let index = package.join("dist/index.js");
+    assert!(index.exists(), "no {}", index.display());
+    let model = MockModel::start();
+    let home = Home::new();
+    home.mock_config(&model.base_url(), "");
+    home.append_config(&format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\ntimeout_ms = 60000\n",
+        index.display().to_string()
+    ));
+    let mut serve = Serve::start(&home);
+    serve.skip_startup();
+    let everything = serve.wait_server("everything", "connected");
+    let tools = everything["tools"].as_array().unwrap();
+    for name in [
+        "mcp__everything__echo",
+        "mcp__everything__get-sum",
+        "mcp__everything__get-tiny-image",
+    ] {
+        assert!(tools.contains(&json!(name)), "{name} not in {tools:?}");
+    }
+
+    model.push(tool_reply(
+        "call_1",
+        "mcp__everything__echo",
+        json!({"message": "hi there"}),
+    ));
+    model.push(tool_reply(
+        "call_2",
+        "mcp__everything__get-sum",
+        json!({"a": 2, "b": 3}),
+    ));
+    model.push(tool_reply(
+        "call_3",
+        "mcp__everything__get-tiny-image",
+        json!({}),
+    ));
+    model.push(text_reply(&["done"]));
+    serve.user("use the tools");
+    let events = serve.until_ready();
+    let outputs: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_output")
+        .collect();
+    assert_eq!(outputs.len(), 3, "{events:#?}");
+    assert_eq!(outputs[0]["output"], "Echo: hi there");
+    assert_eq!(outputs[1]["output"], "The sum of 2 and 3 is 5.");
+    let image = outputs[2]["output"].as_str().unwrap();
+    assert!(
+        image.contains("[image image/png, ") && image.contains(" attached]"),
+        "{image}"
+    );
+    assert!(
+        outputs.iter().all(|o| o["is_error"] == false),
+        "{outputs:#?}"
+    );
+    let requests = model.requests();
+    let last = requests[3].last_message();
+    assert_eq!(
+        last["role"], "user",
+        "the image follows the results: {last}"
+    );
+
+    // Its prompts are commands.
+    model.push(text_reply(&["sunny"]));
+    serve.send(json!({"op": "command", "input": "/everything:args-prompt Paris state=Texas"}));
+    let events = serve.until_ready();
+    let echo = events.iter().find(|e| e["type"] == "user_message").unwrap();
+    assert_eq!(echo["content"], "What's weather in Paris, Texas?");
+    serve.send(json!({"op": "mcp_list"}));
+    let view = serve.until("mcp_servers").pop().unwrap();
+    assert_eq!(server(&view, "everything").unwrap()["state"], "connected");
+}
+
+/// Kills the HTTP server a test started, whatever happened.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_reference_server_everything_works_over_streamable_http() {
+    use std::io::BufRead;
+    let package = match everything() {
+        Ok(package) => package,
+        Err(why) => {
+            println!("skipped: {why}; @modelcontextprotocol/server-everything cannot be installed");
+            return;
+        }
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let mut child = Command::new("node")
+        .arg(package.join("dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start server-everything over HTTP");
+    let stderr = child.stderr.take().expect("its stderr");
+    let _server = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("server-everything did not say it listens");
+        if line.contains("listening on port") {
+            break;
+        }
+    }
+
+    let model = MockModel::start();
+    let home = Home::new();
+    home.mock_config(&model.base_url(), "");
+    home.append_config(&format!(
+        "[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+         headers = {{ X-Jucode-Test = \"Bearer ${{JUCODE_TEST_TOKEN}}\" }}\ntimeout_ms = 30000\n"
+    ));
+    let mut serve = Serve::builder(&home)
+        .env("JUCODE_TEST_TOKEN", "t0k3n")
+        .start();
+    serve.skip_startup();
+    let web = serve.wait_server("web", "connected");
+    assert_eq!(web["transport"], "http");
+    assert!(
+        web["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__web__echo")),
+        "{web}"
+    );
+    model.push(tool_reply(
+        "call_1",
+        "mcp__web__echo",
+        json!({"message": "over http"}),
+    ));
+    model.push(text_reply(&["done"]));
+    serve.user("echo over http");
+    let events = serve.until_ready();
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["output"], "Echo: over http");
+    assert_eq!(output["is_error"], false);
+}
