@@ -87,6 +87,11 @@ impl Serve {
         } else {
             &["serve"]
         };
+        Serve::start_with(home, args)
+    }
+
+    /// Spawns `jucode <args>`; also returns the instant just before the spawn.
+    pub fn start_with(home: &Home, args: &[&str]) -> (Serve, Instant) {
         let started = Instant::now();
         let mut child = home
             .command(args)

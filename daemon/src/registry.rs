@@ -418,6 +418,20 @@ impl<I> Session<I> {
     /// now on. A snapshot nobody waits for (the client left, or attached again) is
     /// dropped.
     pub(crate) fn deliver_snapshot(&self, token: u64, lines: Vec<Bytes>) {
+        // A snapshot may come as many segments (a long transcript is its items, shared
+        // with the engine's store): they become one chunk, counted as the whole lines
+        // they make, copied once here rather than pushed one by one under the lock.
+        let whole = lines
+            .iter()
+            .filter(|segment| segment.ends_with(b"\n"))
+            .count();
+        let chunk = crate::outbox::Chunk {
+            bytes: match lines.as_slice() {
+                [one] => one.clone(),
+                segments => Bytes::from(segments.concat()),
+            },
+            lines: whole,
+        };
         let mut inner = lock(&self.inner);
         let Some(index) = inner
             .subscribers
@@ -428,9 +442,7 @@ impl<I> Session<I> {
         };
         let subscriber = &mut inner.subscribers[index];
         subscriber.waiting_for = None;
-        let ok = lines
-            .into_iter()
-            .all(|line| subscriber.client.outbox.push(line).is_ok());
+        let ok = chunk.bytes.is_empty() || subscriber.client.outbox.push_chunk(chunk).is_ok();
         if !ok {
             let gone = inner.subscribers.remove(index);
             gone.client.forget(&self.id);

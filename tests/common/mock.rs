@@ -126,6 +126,8 @@ struct State {
     requests: Vec<Recorded>,
     /// Requests that found no scripted reply.
     unscripted: Vec<String>,
+    /// When each streamed reply's last byte was handed to the connection.
+    reply_ends: Vec<Instant>,
 }
 
 type Shared = Arc<(Mutex<State>, Condvar)>;
@@ -146,6 +148,7 @@ impl MockModel {
                 replies: VecDeque::new(),
                 requests: Vec::new(),
                 unscripted: Vec::new(),
+                reply_ends: Vec::new(),
             }),
             Condvar::new(),
         ));
@@ -195,6 +198,11 @@ impl MockModel {
         state.requests.clone()
     }
 
+    /// When each streamed reply so far sent its last byte, in order.
+    pub fn reply_ends(&self) -> Vec<Instant> {
+        self.shared.0.lock().unwrap().reply_ends.clone()
+    }
+
     pub fn unused_replies(&self) -> usize {
         self.shared.0.lock().unwrap().replies.len()
     }
@@ -236,6 +244,10 @@ async fn serve(listener: std::net::TcpListener, shared: Shared) {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Each SSE event is its own small write: without this, Nagle holds every one
+        // after the first until the client's delayed ACK (40 ms), which real servers do
+        // not do and which would be measured as the engine's latency.
+        let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
@@ -301,6 +313,7 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
         }) => status(code, &body, &headers),
         Some(Reply::Sse(steps)) => {
             let (mut tx, body) = Channel::<Bytes, std::io::Error>::new(64);
+            let ends = shared.clone();
             tokio::spawn(async move {
                 for step in steps {
                     let chunk = match step {
@@ -324,6 +337,7 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
                         return;
                     }
                 }
+                ends.0.lock().unwrap().reply_ends.push(Instant::now());
             });
             Response::builder()
                 .status(200)
