@@ -5,6 +5,7 @@
 //! engine reports as `error` events in its startup batch. A front-end must always get a
 //! working session.
 
+pub mod hooks;
 pub mod mcp;
 
 use std::borrow::Cow;
@@ -90,6 +91,9 @@ pub struct Config {
     /// `[mcp_servers.<name>]`: the MCP servers every session starts (`docs/mcp.md`).
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[hooks]`: commands run at session start and before each turn (`docs/hooks.md`).
+    #[serde(default)]
+    pub hooks: hooks::HooksConfig,
 }
 
 /// `[daemon]`: how far a daemon client may fall behind before it is disconnected, and
@@ -259,6 +263,12 @@ impl LoadedConfig {
             let span = daemon.span();
             if let DeValue::Table(daemon) = daemon.get_mut() {
                 reader.prune::<DaemonConfig>("daemon", daemon, span, &[], Scope::Settings);
+            }
+        }
+        if let Some(hooks) = table.get_mut("hooks") {
+            let span = hooks.span();
+            if let DeValue::Table(hooks) = hooks.get_mut() {
+                reader.prune::<hooks::HooksConfig>("hooks", hooks, span, &[], Scope::Settings);
             }
         }
         let config = reader

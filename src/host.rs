@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::{ApprovalMode, LoadedConfig, Profile};
 use crate::engine::{Input, Outbound};
-use crate::engine::{SessionParams, ToolRegistry, prompt};
+use crate::engine::{McpServers, SessionParams, ToolRegistry, prompt};
 use crate::mcp::McpManager;
 use crate::protocol::{Op, OpName};
 use crate::providers::Catalog;
@@ -99,7 +99,9 @@ pub fn build_session(
     let mut startup_errors = problems;
 
     let today = prompt::today();
-    let (cwd, system_prompt) = if options.chat || is_inside(&options.cwd, &profile.chats_dir()) {
+    let chat = options.chat || is_inside(&options.cwd, &profile.chats_dir());
+    let mut tools = ToolRegistry::new();
+    let (cwd, base_prompt) = if chat {
         let dir = if options.chat {
             profile.chats_dir()
         } else {
@@ -108,16 +110,24 @@ pub fn build_session(
         if let Err(err) = std::fs::create_dir_all(&dir) {
             startup_errors.push(format!("cannot create {}: {err}", dir.display()));
         }
-        (dir, prompt::chat_prompt(&today))
+        crate::tools::register_chat(&mut tools);
+        (dir, prompt::chat_prompt(&today, &tools.specs()))
     } else {
-        let prompt = prompt::coding_prompt(&options.cwd, &today);
+        crate::tools::register_all(&mut tools);
+        let prompt = prompt::coding_prompt(&options.cwd, &today, &tools.specs());
         (options.cwd.clone(), prompt)
     };
 
-    let mut tools = ToolRegistry::new();
-    crate::tools::register_all(&mut tools);
-
     let env = Arc::new(options.env);
+    let project = crate::project::ProjectContext::load(crate::project::ProjectSetup {
+        profile_dir: profile.dir.clone(),
+        cwd: cwd.clone(),
+        chat,
+        base_prompt,
+        env: env.clone(),
+        session_id: session_id.clone(),
+        user_hooks: config.hooks.clone(),
+    });
     // The session's own servers: in the daemon too, a server started for one session
     // never serves another.
     let mcp = McpManager::new(
@@ -126,6 +136,7 @@ pub fn build_session(
         env.clone(),
         config_path.clone(),
     );
+    mcp.add_project(crate::engine::Project::mcp_servers(&project));
     tools.add_source(Arc::new(mcp.clone()));
 
     let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
@@ -138,7 +149,6 @@ pub fn build_session(
         env.clone(),
     )
     .config_problems(config_broken, &broken_providers);
-    let chat = options.chat || is_inside(&cwd, &profile.chats_dir());
     let idle_unload = (options.by == "daemon")
         .then(|| idle_unload_secs.unwrap_or(DEFAULT_IDLE_UNLOAD_SECS))
         .filter(|secs| *secs > 0)
@@ -154,7 +164,7 @@ pub fn build_session(
         env,
         profile_dir: profile.dir.clone(),
         config_path,
-        system_prompt,
+        project: Arc::new(project),
         approval_mode,
         reasoning_effort,
         catalog: Arc::new(catalog),

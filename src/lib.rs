@@ -13,6 +13,8 @@
 //! - [`sessions`]: session files on disk (the engine's journal, loading, listing).
 //! - [`providers`], [`tools`], [`mcp`]: implementations of those traits (`mcp` wraps
 //!   the `rmcp` client of the Model Context Protocol).
+//! - [`project`]: the project and the user's own resources (instructions, skills,
+//!   custom commands, trust, hooks), behind the engine's [`engine::Project`].
 //! - [`host`]: wires an engine session from a profile (config, catalog, tools).
 //! - [`transport`]: moves lines between a byte stream and a session.
 
@@ -20,6 +22,7 @@ pub mod config;
 pub mod engine;
 pub mod host;
 pub mod mcp;
+pub mod project;
 pub mod protocol;
 pub mod providers;
 pub mod sessions;
@@ -105,7 +108,7 @@ mod tidy {
 
     #[test]
     fn providers_and_tools_know_no_transport() {
-        for dir in ["src/providers", "src/tools", "src/mcp"] {
+        for dir in ["src/providers", "src/tools", "src/mcp", "src/project"] {
             forbid(
                 dir,
                 &["crate::host", "crate::transport"],

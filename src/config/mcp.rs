@@ -296,7 +296,9 @@ fn edit(path: &Path, change: impl FnOnce(&mut Table) -> Result<(), String>) -> R
         .map_err(|err| format!("cannot write {}: {err}", path.display()))
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Replaces `path` with `bytes` in one rename (a crash never leaves half a file), keeping
+/// its permissions.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

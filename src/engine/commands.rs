@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 use strum::IntoEnumIterator;
 
+use super::project::TrustDecision;
 use crate::protocol::{CommandInfo, Decision};
 
 /// The built-in slash commands.
@@ -36,6 +37,8 @@ enum CommandName {
     Compact,
     #[strum(serialize = "/mcp")]
     Mcp,
+    #[strum(serialize = "/trust")]
+    Trust,
     #[strum(serialize = "/quit")]
     Quit,
     #[strum(serialize = "/exit")]
@@ -81,6 +84,10 @@ impl CommandName {
                 "[retry <name>]",
                 "Show the MCP servers (an mcp_servers event), or reconnect one",
             ),
+            Self::Trust => (
+                "yes|repo|no",
+                "Decide whether the project's own files (instructions, skills, commands, hooks) are used: in this directory, in the whole repository, or not",
+            ),
             Self::Quit => ("", "End the session"),
             Self::Exit => ("", "End the session (same as /quit)"),
         }
@@ -118,6 +125,7 @@ pub enum Command<'a> {
     CheckpointView,
     Checkout(&'a str),
     Compact,
+    Trust(TrustDecision),
 }
 
 pub fn command_list() -> Vec<CommandInfo> {
@@ -209,6 +217,12 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
             ["retry", name] => Ok(Command::McpRetry(name)),
             _ => Err(format!("usage: /mcp {}", CommandName::Mcp.usage().0)),
         },
+        CommandName::Trust => match args.as_slice() {
+            ["yes"] => Ok(Command::Trust(TrustDecision::Yes)),
+            ["repo"] => Ok(Command::Trust(TrustDecision::Repo)),
+            ["no"] => Ok(Command::Trust(TrustDecision::No)),
+            _ => Err(format!("usage: /trust {}", CommandName::Trust.usage().0)),
+        },
         CommandName::Model => match args.as_slice() {
             [] => Ok(Command::ModelView),
             [model] => Ok(Command::SwitchModel {
@@ -236,6 +250,12 @@ fn one_optional<'a>(
         [id] => Ok(act(id)),
         _ => Err(format!("usage: {name} [id]")),
     }
+}
+
+/// Whether `name` (with its slash) is a built-in command: a custom command of the same
+/// name is not offered.
+pub fn is_builtin(name: &str) -> bool {
+    CommandName::from_str(name).is_ok()
 }
 
 /// The session a `/resume <id>` line asks to continue, if it is one.
@@ -300,6 +320,12 @@ mod tests {
             Ok(Command::Plan("plan-1 revise more tests"))
         );
         assert!(!is_quit("/quit now"));
+        assert_eq!(
+            parse("/trust repo"),
+            Ok(Command::Trust(TrustDecision::Repo))
+        );
+        assert_eq!(parse("/trust").unwrap_err(), "usage: /trust yes|repo|no");
+        assert!(is_builtin("/trust") && !is_builtin("/review"));
         assert_eq!(parse("/mcp"), Ok(Command::McpView));
         assert_eq!(parse("/mcp retry fs"), Ok(Command::McpRetry("fs")));
         assert_eq!(

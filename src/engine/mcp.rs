@@ -63,6 +63,10 @@ pub trait McpServers: Send + Sync + 'static {
     /// Every server, by name.
     fn view(&self) -> Vec<McpServerView>;
 
+    /// Adds the servers a project defines, once it is trusted (started at once when
+    /// the others are). A server the user defines under the same name wins.
+    fn add_project(&self, servers: BTreeMap<String, McpServerConfig>);
+
     /// The prompts of the connected servers, by command name.
     fn prompts(&self) -> Vec<PromptCommand>;
 

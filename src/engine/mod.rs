@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod model;
 mod o200k;
 mod plan;
+pub mod project;
 pub mod prompt;
 mod session;
 mod shared;
@@ -30,6 +31,9 @@ pub use mcp::{McpServers, PromptArgument, PromptCommand};
 pub use model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
+};
+pub use project::{
+    CustomCommand, HookEvent, HookRun, NoProject, Project, TrustChange, TrustDecision,
 };
 pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
 pub use tools::{

@@ -29,6 +29,7 @@ use super::model::{
     ChatRequest, FinishReason, Message, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
 };
 use super::plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
+use super::project::{HookEvent, Project};
 use super::store::{EntryBody, EntryId, Prepared};
 use super::tokens::{self, context_limit};
 use super::tools::ToolRegistry;
@@ -46,6 +47,10 @@ pub struct TurnContext {
     pub model: ResolvedModel,
     pub reasoning_effort: Option<String>,
     pub system: Arc<str>,
+    /// `system` with plan mode's addendum, for requests made in plan mode.
+    pub plan_system: Arc<str>,
+    /// For the `user_prompt_submit` hooks.
+    pub project: Arc<dyn Project>,
     pub tools: ToolRegistry,
     pub cwd: PathBuf,
     pub env: Arc<HashMap<String, String>>,
@@ -124,9 +129,16 @@ enum CompactEnd {
 
 impl TurnContext {
     async fn run_loop(&self, first: UserInput, usage: &mut TurnUsage) -> TurnEnd {
-        if !self.accept(first, false).await {
+        let prompt = first.content.clone();
+        if !self.accept(first, false).await || !self.prompt_submitted(prompt).await {
             return TurnEnd::Interrupted;
         }
+        // The message is on disk before the model is asked: a turn that dies with the
+        // process is still a turn the user can see and continue after resuming.
+        let written = self
+            .emitter
+            .change(|shared| shared.store.journal().written());
+        super::store::wait_written(written).await;
         loop {
             if !self.read_steered().await {
                 return TurnEnd::Interrupted;
@@ -191,6 +203,21 @@ impl TurnContext {
             let _ = self.turn.set(id);
         }
         self.emitter.status(SessionStatus::Streaming).await;
+        true
+    }
+
+    /// Runs the `user_prompt_submit` hooks and reports them; false when the turn was
+    /// interrupted meanwhile (the hooks are stopped).
+    async fn prompt_submitted(&self, prompt: String) -> bool {
+        let payload = serde_json::json!({ "prompt": prompt });
+        let runs = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return false,
+            runs = self.project.run_hooks(HookEvent::UserPromptSubmit, payload) => runs,
+        };
+        for run in runs {
+            super::session::report_hook(&self.emitter, run).await;
+        }
         true
     }
 
@@ -376,7 +403,11 @@ impl TurnContext {
         let tools = self.request_tools();
         ChatRequest {
             model: self.model.model.clone(),
-            system: self.system.clone(),
+            system: if self.current_mode() == ApprovalMode::Plan {
+                self.plan_system.clone()
+            } else {
+                self.system.clone()
+            },
             conversation,
             tools,
             reasoning_effort: self.reasoning_effort.clone(),

@@ -66,6 +66,9 @@ struct Server {
     generation: u64,
     /// Stops the server's current task.
     stop: Option<CancellationToken>,
+    /// Defined by the trusted project's `.jucode/config.toml`, not the user's config:
+    /// the protocol's ops, which edit the user's config, leave it alone.
+    project: bool,
 }
 
 pub(super) enum Status {
@@ -101,6 +104,7 @@ impl McpManager {
                     status,
                     generation: 0,
                     stop: None,
+                    project: false,
                 };
                 (name, server)
             })
@@ -235,6 +239,16 @@ impl State {
         self.names = by_server;
     }
 
+    /// Refuses to change a project's server through the user's config.
+    fn editable(&self, name: &str) -> Result<(), String> {
+        match self.servers.get(name) {
+            Some(server) if server.project => Err(format!(
+                "MCP server {name} is defined by the project (.jucode/config.toml): change it there"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn known(&self, name: &str) -> Result<&Server, String> {
         self.servers.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.servers.keys().map(String::as_str).collect();
@@ -263,6 +277,32 @@ impl McpServers for McpManager {
                 .collect();
             for name in enabled {
                 state.launch(inner, &name);
+            }
+        });
+    }
+
+    fn add_project(&self, servers: BTreeMap<String, McpServerConfig>) {
+        let inner = &self.inner;
+        inner.change(|state| {
+            for (name, config) in servers {
+                // The user's own definition wins.
+                if state.servers.contains_key(&name) {
+                    continue;
+                }
+                let on = enabled(&config);
+                state.servers.insert(
+                    name.clone(),
+                    Server {
+                        config,
+                        status: Status::Disabled,
+                        generation: 0,
+                        stop: None,
+                        project: true,
+                    },
+                );
+                if on {
+                    state.launch(inner, &name);
+                }
             }
         });
     }
@@ -340,6 +380,7 @@ impl McpServers for McpManager {
         let name = name.to_owned();
         async move {
             config::validate(&name, &server)?;
+            inner.lock().editable(&name)?;
             persist(&inner, {
                 let (name, server) = (name.clone(), server.clone());
                 move |path| config::persist_set(path, &name, &server)
@@ -357,6 +398,7 @@ impl McpServers for McpManager {
                             status: Status::Disabled,
                             generation: 0,
                             stop: None,
+                            project: false,
                         },
                     );
                 }
@@ -376,6 +418,7 @@ impl McpServers for McpManager {
         let name = name.to_owned();
         async move {
             inner.lock().known(&name)?;
+            inner.lock().editable(&name)?;
             persist(&inner, {
                 let name = name.clone();
                 move |path| config::persist_remove(path, &name)
@@ -395,6 +438,7 @@ impl McpServers for McpManager {
         let name = name.to_owned();
         async move {
             inner.lock().known(&name)?;
+            inner.lock().editable(&name)?;
             persist(&inner, {
                 let name = name.clone();
                 move |path| config::persist_enabled(path, &name, on)

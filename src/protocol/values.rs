@@ -135,6 +135,10 @@ pub enum SessionStatus {
     Compacting,
     /// The approval mode changed to this one.
     ApprovalMode(ApprovalMode),
+    /// The project is trusted from now on: the directory, or `<root> (repository)`.
+    Trusted(String),
+    /// The user refused to trust the project in this directory.
+    Untrusted(String),
 }
 
 impl fmt::Display for SessionStatus {
@@ -147,6 +151,8 @@ impl fmt::Display for SessionStatus {
             Self::Interrupted => f.write_str("interrupted"),
             Self::Compacting => f.write_str("compacting"),
             Self::ApprovalMode(mode) => write!(f, "approval mode: {mode}"),
+            Self::Trusted(what) => write!(f, "trusted {what}"),
+            Self::Untrusted(what) => write!(f, "untrusted {what}"),
         }
     }
 }
@@ -162,6 +168,13 @@ impl SessionStatus {
             other => {
                 if let Some(count) = other.strip_prefix("queued: ") {
                     Self::Queued(count.parse().ok()?)
+                } else if let Some(what) = other.strip_prefix("trusted ").filter(|w| !w.is_empty())
+                {
+                    Self::Trusted(what.to_owned())
+                } else if let Some(what) =
+                    other.strip_prefix("untrusted ").filter(|w| !w.is_empty())
+                {
+                    Self::Untrusted(what.to_owned())
                 } else {
                     Self::ApprovalMode(ApprovalMode::parse(other.strip_prefix("approval mode: ")?)?)
                 }
@@ -196,7 +209,8 @@ impl JsonSchema for SessionStatus {
             "anyOf": [
                 {"type": "string", "enum": ["ready", "streaming", "steering", "interrupted", "compacting"]},
                 {"type": "string", "pattern": "^queued: (0|[1-9][0-9]*)$"},
-                {"type": "string", "pattern": format!("^approval mode: ({})$", mode_names.join("|"))}
+                {"type": "string", "pattern": format!("^approval mode: ({})$", mode_names.join("|"))},
+                {"type": "string", "pattern": "^(un)?trusted .+$"}
             ]
         })
     }
@@ -216,6 +230,8 @@ mod tests {
             SessionStatus::Interrupted,
             SessionStatus::Compacting,
             SessionStatus::ApprovalMode(ApprovalMode::AutoEdit),
+            SessionStatus::Trusted("/r (repository)".into()),
+            SessionStatus::Untrusted("/r/app".into()),
         ];
         for status in all {
             let json = serde_json::to_string(&status).unwrap();

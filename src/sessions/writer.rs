@@ -20,6 +20,8 @@ use crate::engine::store::{Entry, Journal};
 enum Job {
     Entry(Arc<Entry>),
     Sync,
+    /// Answered once the entries queued before it are written.
+    Written(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The journal of one session file.
@@ -38,6 +40,15 @@ impl Journal for FileJournal {
 
     fn sync(&self) {
         let _ = self.tx.send(Job::Sync);
+    }
+
+    fn written(&self) -> futures_util::future::BoxFuture<'static, ()> {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let _ = self.tx.send(Job::Written(done));
+        // A writer that is gone answers by dropping the sender: nothing more to wait for.
+        Box::pin(async move {
+            let _ = wait.await;
+        })
     }
 
     fn take_error(&self) -> Option<String> {
@@ -121,9 +132,11 @@ async fn run(
     while rx.recv_many(&mut jobs, 512).await > 0 {
         let mut bytes = Vec::new();
         let mut sync = false;
+        let mut answers = Vec::new();
         for job in jobs.drain(..) {
             match job {
                 Job::Sync => sync = true,
+                Job::Written(done) => answers.push(done),
                 Job::Entry(entry) if writer.file.is_none() => {
                     let starts = entry.starts_turn();
                     writer.waiting.push(entry);
@@ -137,7 +150,19 @@ async fn run(
                 Job::Entry(entry) => bytes.extend(format::encode(&entry)),
             }
         }
-        writer.write(bytes, sync).await;
+        if sync && !answers.is_empty() {
+            // The waiters need the write, not the fsync: answer in between.
+            writer.write(bytes, false).await;
+            for done in answers.drain(..) {
+                let _ = done.send(());
+            }
+            writer.write(Vec::new(), true).await;
+        } else {
+            writer.write(bytes, sync).await;
+        }
+        for done in answers {
+            let _ = done.send(());
+        }
     }
     writer.write(Vec::new(), true).await;
     drop(writer.lock.take());

@@ -49,6 +49,12 @@ fn register_read_only(registry: &mut ToolRegistry) {
     registry.register(Grep);
 }
 
+/// Registers the tools of a chat session: the read-only file tools, for the files the
+/// user attaches (no shell, no edits).
+pub fn register_chat(registry: &mut ToolRegistry) {
+    register_read_only(registry);
+}
+
 /// Registers every tool: the read-only ones, `bash`, `write_file` and `edit_file`.
 pub fn register_all(registry: &mut ToolRegistry) {
     register_read_only(registry);

@@ -251,14 +251,33 @@ fn wait_for_state(home: &Home, session: &str, state: &str) {
     }
 }
 
+/// A connection that got its `hello`, retrying while the daemon is full.
+fn connect_when_free(home: &Home) -> UnixStream {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let stream = UnixStream::connect(home.socket()).expect("connect");
+        stream.set_read_timeout(Some(SETTLE)).unwrap();
+        let mut line = String::new();
+        BufReader::new(&stream).read_line(&mut line).unwrap();
+        if line.contains("\"hello\"") {
+            return stream;
+        }
+        assert!(line.contains("too many connections"), "{line}");
+        assert!(Instant::now() < deadline, "no free slot: {line}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn the_daemon_bounds_its_connections() {
     let home = Home::new();
     home.write_config("model = \"replay/demo\"\n[daemon]\nmax_clients = 2\n");
     let _guard = DaemonGuard(&home);
     assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
-    let first = Raw::connect(&home);
-    let second = Raw::connect(&home);
+    // `daemon start`'s own probe connection may still hold a slot for a moment (the
+    // daemon frees it when it reads the EOF): wait for the slots, do not race them.
+    let first = connect_when_free(&home);
+    let second = connect_when_free(&home);
     let third = UnixStream::connect(home.socket()).expect("connect");
     third.set_read_timeout(Some(SETTLE)).unwrap();
     let mut lines = BufReader::new(&third).lines();

@@ -10,6 +10,7 @@ mod mcp;
 mod mcp_everything;
 mod mcp_ops;
 mod plans;
+mod project;
 mod queue;
 mod schema;
 mod sessions;

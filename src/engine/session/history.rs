@@ -101,10 +101,14 @@ impl Session {
         self.params.mcp.shutdown().await;
         self.params = params;
         self.mcp = super::mcp::Announced::new(self.params.mcp.as_ref());
+        self.system_prompt = Arc::from(self.params.project.system_prompt());
+        self.resumed = true;
         self.base_tokens = None;
         self.queue.clear();
-        self.emit_startup(Vec::new(), warnings).await;
+        self.emit_startup().await;
         self.params.mcp.start();
+        let problems = self.params.project.problems();
+        self.emit_startup_notices(problems, warnings).await;
         let items = self.transcript_items();
         self.emitter.emit_transcript(&items).await;
     }

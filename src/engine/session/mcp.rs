@@ -47,9 +47,17 @@ impl Session {
         self.mcp.view.clone()
     }
 
-    /// The built-in commands, then the announced prompt commands.
+    /// The built-in commands, the custom ones, then the announced prompt commands.
     pub(super) fn command_list(&self) -> Vec<CommandInfo> {
         let mut list = commands::command_list();
+        list.extend(
+            self.params
+                .project
+                .commands()
+                .iter()
+                .filter(|command| !commands::is_builtin(&format!("/{}", command.name)))
+                .map(|command| command.info()),
+        );
         list.extend(self.mcp.prompts.iter().map(|prompt| CommandInfo {
             command: prompt.command.clone(),
             marker: Some(PROMPT_MARKER.to_owned()),

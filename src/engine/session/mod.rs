@@ -15,6 +15,8 @@ mod history;
 mod mcp;
 mod models;
 mod plans;
+mod project;
+pub(crate) use project::report_hook;
 mod queue;
 mod snapshot;
 
@@ -30,6 +32,7 @@ use super::emitter::{Emitter, Outbound};
 use super::library::Library;
 use super::mcp::McpServers;
 use super::model::{ModelCatalog, ResolvedModel};
+use super::project::Project;
 use super::shared::Shared;
 use super::store::{Entry, Journal, SessionMeta, Store};
 use super::tokens;
@@ -47,7 +50,8 @@ pub struct SessionParams {
     pub env: Arc<HashMap<String, String>>,
     pub profile_dir: PathBuf,
     pub config_path: PathBuf,
-    pub system_prompt: String,
+    /// The project and the user: the system prompt, custom commands, trust, hooks.
+    pub project: Arc<dyn Project>,
     pub approval_mode: ApprovalMode,
     /// `reasoning_effort` from the config, applied when the model supports it.
     pub reasoning_effort: Option<String>,
@@ -155,6 +159,10 @@ struct Session {
     idle_since: Option<tokio::time::Instant>,
     /// What clients were last told about the MCP servers.
     mcp: mcp::Announced,
+    /// The system prompt as the project gives it now (without plan mode's addendum).
+    system_prompt: Arc<str>,
+    /// The session continues a saved one (for hooks).
+    resumed: bool,
 }
 
 enum Wake {
@@ -187,6 +195,7 @@ impl Session {
             }
         };
         let journal = params.journal.clone();
+        let resumed = params.saved.is_some();
         let mut notices = Vec::new();
         let store = match params.saved.take() {
             Some((entries, warnings)) => match Store::load(entries, journal.clone()) {
@@ -208,6 +217,8 @@ impl Session {
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
         let mcp_servers = params.mcp.clone();
+        let system_prompt = Arc::from(params.project.system_prompt());
+        errors.extend(params.project.problems());
         let mut session = Self {
             emitter,
             model,
@@ -226,12 +237,15 @@ impl Session {
             background: 0,
             idle_since: None,
             mcp: mcp::Announced::new(mcp_servers.as_ref()),
+            system_prompt,
+            resumed,
         };
         session.in_daemon = session.params.clients.is_some();
-        session.emit_startup(errors, notices).await;
+        session.emit_startup().await;
         // Only now: the startup batch shows every enabled server `connecting`, and no
         // server, however slow, can delay it.
         mcp_servers.start();
+        session.emit_startup_notices(errors, notices).await;
         session
     }
 
@@ -418,7 +432,13 @@ impl Session {
             emitter: self.emitter.clone(),
             model: self.model.clone(),
             reasoning_effort: self.effort.clone(),
-            system: Arc::from(self.params.system_prompt.as_str()),
+            system: self.system_prompt.clone(),
+            plan_system: Arc::from(format!(
+                "{}\n\n{}",
+                self.system_prompt,
+                super::prompt::PLAN_MODE.trim_end()
+            )),
+            project: self.params.project.clone(),
             tools: self.params.tools.clone(),
             cwd: self.params.cwd.clone(),
             env: self.params.env.clone(),
@@ -444,6 +464,15 @@ impl Session {
         // A turn closes its own requests; any left (a turn that panicked) close here.
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
+        // What a client is told has ended is on disk (written; the fsync follows
+        // without waiting): a `kill -9` after `ready` loses nothing of the turn.
+        let written = self.emitter.change(|shared| {
+            let journal = shared.store.journal();
+            let written = journal.written();
+            journal.sync();
+            written
+        });
+        super::store::wait_written(written).await;
         match outcome {
             Ok(TurnOutcome {
                 end: TurnEnd::Completed,
@@ -476,12 +505,9 @@ impl Session {
                 self.emitter.status(SessionStatus::Ready).await;
             }
         }
-        // The turn's entries are on disk; this makes them durable, without waiting.
-        let failure = self.emitter.change(|shared| {
-            let journal = shared.store.journal();
-            journal.sync();
-            journal.take_error()
-        });
+        let failure = self
+            .emitter
+            .change(|shared| shared.store.journal().take_error());
         if let Some(message) = failure {
             self.emitter.error(message).await;
         }
@@ -526,8 +552,7 @@ impl Session {
         let base = match self.base_tokens {
             Some(base) => base,
             None => {
-                let base =
-                    tokens::count_base(&self.params.system_prompt, &self.params.tools.specs());
+                let base = tokens::count_base(&self.system_prompt, &self.params.tools.specs());
                 self.base_tokens = Some(base);
                 base
             }

@@ -11,6 +11,9 @@ impl Session {
         if let Some(flow) = self.prompt_command(input).await {
             return flow;
         }
+        if let Some(flow) = self.custom_command(input).await {
+            return flow;
+        }
         let command = match commands::parse(input) {
             Ok(command) => command,
             Err(message) => {
@@ -43,6 +46,7 @@ impl Session {
             Command::Compact => self.compact().await,
             Command::McpView => self.mcp_list().await,
             Command::McpRetry(name) => self.mcp_retry(name).await,
+            Command::Trust(decision) => self.trust(decision).await,
         }
         Flow::Continue
     }

@@ -9,7 +9,8 @@ use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
 impl Session {
-    pub(super) async fn emit_startup(&mut self, errors: Vec<String>, notices: Vec<String>) {
+    /// The fixed part of the startup batch, up to `mcp_servers`.
+    pub(super) async fn emit_startup(&mut self) {
         let mode = self.emitter.change(|shared| shared.mode);
         let [startup, _, command_list, approval_mode, mcp_servers] = self.startup_batch(mode);
         self.emitter.emit(startup).await;
@@ -17,6 +18,24 @@ impl Session {
         for event in [command_list, approval_mode, mcp_servers] {
             self.emitter.emit(event).await;
         }
+    }
+
+    /// The rest of the startup batch: `trust_prompt` when the project waits for a
+    /// decision, what the `session_start` hooks printed, then problems and notices.
+    pub(super) async fn emit_startup_notices(&mut self, errors: Vec<String>, notices: Vec<String>) {
+        if let Some(prompt) = self.trust_prompt() {
+            self.emitter.emit(prompt).await;
+        }
+        let payload = serde_json::json!({
+            "chat": self.params.chat,
+            "resumed": self.resumed,
+        });
+        let runs = self
+            .params
+            .project
+            .run_hooks(crate::engine::project::HookEvent::SessionStart, payload)
+            .await;
+        self.report_hooks(runs).await;
         for error in errors {
             self.emitter.error(error).await;
         }
@@ -61,13 +80,16 @@ impl Session {
         let pending = self.pending_contents();
         self.emitter
             .snapshot(token, |shared| {
-                let mut events: Vec<SnapshotPart> = self
+                let events: Vec<SnapshotPart> = self
                     .startup_batch(shared.mode)
                     .into_iter()
                     .map(|event| SnapshotPart::Event(Box::new(event)))
                     .collect();
-                events.push(SnapshotPart::Transcript(transcript_with_streaming(shared)));
                 let mut events = Parts(events);
+                events.extend(self.trust_prompt());
+                events
+                    .0
+                    .push(SnapshotPart::Transcript(transcript_with_streaming(shared)));
                 events.push(Event::PendingMessages { messages: pending });
                 for pending in &shared.approvals {
                     events.push(Event::ApprovalRequest {
@@ -91,6 +113,12 @@ impl Session {
                 events.0
             })
             .await;
+    }
+
+    /// `trust_prompt`, while the project waits for a decision.
+    pub(super) fn trust_prompt(&self) -> Option<Event> {
+        let (cwd, repo_root) = self.params.project.trust_prompt()?;
+        Some(Event::TrustPrompt { cwd, repo_root })
     }
 
     /// The transcript's encoded items (reference counts).

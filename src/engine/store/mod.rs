@@ -31,9 +31,26 @@ pub trait Journal: Send + Sync {
     /// Asks for everything appended so far to be made durable (`fsync`), without
     /// waiting for it: the end of a turn must not wait on a disk.
     fn sync(&self);
+    /// Resolves once everything appended so far is handed to the kernel (written, not
+    /// necessarily `fsync`ed): from then on a `kill -9` cannot lose it. A few
+    /// microseconds normally; the session waits on it only at a turn's start and end.
+    fn written(&self) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
     /// A failure to report (once), if persisting failed since the last call.
     fn take_error(&self) -> Option<String> {
         None
+    }
+}
+
+/// How long a session waits for its journal's writes before it goes on anyway: a disk
+/// that hangs must not hang the session (a failure is reported when it comes).
+const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits for [`Journal::written`], at most [`WRITE_WAIT`].
+pub async fn wait_written(written: futures_util::future::BoxFuture<'static, ()>) {
+    if tokio::time::timeout(WRITE_WAIT, written).await.is_err() {
+        tracing::warn!("the session file's writes take longer than {WRITE_WAIT:?}; going on");
     }
 }
 
