@@ -28,6 +28,9 @@ pub struct SessionOptions {
     pub resume: Option<String>,
     /// Who runs the session (`serve` or `daemon`), for the session file's lock.
     pub by: &'static str,
+    /// Overrides of the config for this session (`--headless --model`, `--approval-mode`).
+    pub model: Option<String>,
+    pub approval_mode: Option<ApprovalMode>,
 }
 
 impl SessionOptions {
@@ -39,6 +42,8 @@ impl SessionOptions {
             env: std::env::vars().collect(),
             resume,
             by: "serve",
+            model: None,
+            approval_mode: None,
         }
     }
 }
@@ -91,10 +96,13 @@ pub fn build_session(
     };
     let config_path = profile.config_path();
     let LoadedConfig {
-        config,
+        mut config,
         problems,
         broken_providers,
     } = LoadedConfig::load(&config_path);
+    if let Some(model) = options.model.take() {
+        config.model = Some(model);
+    }
     let config_broken = !problems.is_empty();
     let mut startup_errors = problems;
 
@@ -139,7 +147,10 @@ pub fn build_session(
     mcp.add_project(crate::engine::Project::mcp_servers(&project));
     tools.add_source(Arc::new(mcp.clone()));
 
-    let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
+    let approval_mode = options
+        .approval_mode
+        .or(config.approval_mode)
+        .unwrap_or(ApprovalMode::Manual);
     let idle_unload_secs = config.daemon.idle_unload_secs;
     let reasoning_effort = config.reasoning_effort.clone();
     let catalog = Catalog::new(
@@ -172,6 +183,7 @@ pub fn build_session(
         mcp: Arc::new(mcp),
         startup_errors,
         clients: None,
+        turn_ends: None,
         chat,
         journal: opened.journal,
         saved: opened.saved,
@@ -211,6 +223,8 @@ impl crate::engine::library::Library for ProfileLibrary {
                 env: self.env.clone(),
                 resume: Some(id.to_owned()),
                 by: self.by,
+                model: None,
+                approval_mode: None,
             },
         )
     }
@@ -318,6 +332,8 @@ fn prepare_open(
             env: params.env,
             resume: Some(id),
             by: "daemon",
+            model: None,
+            approval_mode: None,
         };
         let mut session = build_session(&profile, options)?;
         session.clients = Some(params.clients);
@@ -343,6 +359,8 @@ fn prepare_open(
         env: params.env,
         resume: None,
         by: "daemon",
+        model: None,
+        approval_mode: None,
     };
     let mut session = build_session(&profile, options)?;
     session.clients = Some(params.clients);

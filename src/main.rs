@@ -9,15 +9,58 @@ use jucode::host::SessionOptions;
 use jucode::transport::{daemon_cli, shim, stdio};
 
 #[derive(Parser)]
-#[command(name = "jucode", version, about = "A coding-agent engine built to be embedded", long_about = None)]
+#[command(
+    name = "jucode",
+    version,
+    about = "A coding-agent engine built to be embedded",
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    subcommand_required = false,
+    arg_required_else_help = true
+)]
 struct Cli {
     /// Write logs to this file instead of the default (stderr; the daemon logs to
     /// <profile>/logs/daemon.log). Filter with RUST_LOG (default "warn", daemon "info").
     #[arg(long, global = true, value_name = "PATH")]
     log_file: Option<PathBuf>,
 
+    #[command(flatten)]
+    headless: HeadlessArgs,
+
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+}
+
+/// `jucode --headless "prompt"`: one turn, the same event lines as `serve` on stdout.
+#[derive(clap::Args)]
+struct HeadlessArgs {
+    /// Run one turn with PROMPT (read from stdin when absent) and exit: 0 when it
+    /// completed, 1 when it ended with an error, 2 when the session could not start,
+    /// 130 when interrupted (SIGINT). Prints serve's event lines. Nobody answers
+    /// approvals: gated calls are deferred (action_deferred) unless the mode allows them.
+    #[arg(long)]
+    headless: bool,
+    /// A chat session (in <profile>/chats, with the chat prompt).
+    #[arg(long, requires = "headless", conflicts_with = "session")]
+    chat: bool,
+    /// The model, as provider/model (default: the config's).
+    #[arg(long, requires = "headless", value_name = "MODEL")]
+    model: Option<String>,
+    /// The approval mode: manual, plan, auto-edit, auto or full-access (default: the
+    /// config's, else manual).
+    #[arg(long, requires = "headless", value_name = "MODE", value_parser = parse_mode)]
+    approval_mode: Option<jucode::config::ApprovalMode>,
+    /// Continue this saved session instead of starting a new one.
+    #[arg(long, requires = "headless", value_name = "ID")]
+    session: Option<String>,
+    /// The prompt (words are joined with spaces).
+    #[arg(requires = "headless", trailing_var_arg = true, value_name = "PROMPT")]
+    prompt: Vec<String>,
+}
+
+fn parse_mode(text: &str) -> Result<jucode::config::ApprovalMode, String> {
+    jucode::config::ApprovalMode::parse(text)
+        .ok_or_else(|| "expected one of manual, plan, auto-edit, auto, full-access".to_owned())
 }
 
 #[derive(Subcommand)]
@@ -92,15 +135,23 @@ enum DaemonAction {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Serve(args) => {
+        Some(Command::Serve(args)) => {
             init_logging(cli.log_file.as_deref(), "warn");
             serve(args)
         }
-        Command::Daemon(args) => daemon(args, cli.log_file),
-        Command::Schema => schema(),
-        Command::Sessions(args) => {
+        Some(Command::Daemon(args)) => daemon(args, cli.log_file),
+        Some(Command::Schema) => schema(),
+        Some(Command::Sessions(args)) => {
             init_logging(cli.log_file.as_deref(), "warn");
             sessions(args)
+        }
+        None if cli.headless.headless => {
+            init_logging(cli.log_file.as_deref(), "warn");
+            headless(cli.headless)
+        }
+        None => {
+            eprintln!("jucode: nothing to do: give a command (try --help) or --headless PROMPT");
+            2
         }
     };
     ExitCode::from(code)
@@ -150,6 +201,34 @@ fn serve(args: ServeArgs) -> u8 {
                 Err(err) => fail(&format!("serve failed: {err}")),
             }
         }
+    }
+}
+
+fn headless(args: HeadlessArgs) -> u8 {
+    let profile = match Profile::resolve() {
+        Ok(profile) => profile,
+        Err(message) => return fail(&message),
+    };
+    let prompt = if args.prompt.is_empty() {
+        let mut text = String::new();
+        if let Err(err) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            return fail(&format!("cannot read the prompt from stdin: {err}"));
+        }
+        // What a shell pipeline adds at the end is not part of the prompt.
+        text.trim_end_matches(['\n', '\r']).to_owned()
+    } else {
+        args.prompt.join(" ")
+    };
+    if prompt.trim().is_empty() {
+        eprintln!("jucode: --headless needs a prompt (as an argument, or on stdin)");
+        return 2;
+    }
+    let mut options = SessionOptions::from_current_process(args.chat, args.session);
+    options.model = args.model;
+    options.approval_mode = args.approval_mode;
+    match jucode::transport::headless::run(profile, options, prompt) {
+        Ok(code) => code,
+        Err(err) => fail(&format!("headless run failed: {err}")),
     }
 }
 

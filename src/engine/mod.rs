@@ -39,3 +39,4 @@ pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
 pub use tools::{
     Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, ToolSource,
 };
+pub use turn::TurnEnd;

@@ -3,8 +3,10 @@
 //!
 //! - `stdio`: `serve --in-process`, the engine in this process.
 //! - `shim`: `serve` through the daemon (this process relays lines, runs no engine).
+//! - `headless`: `--headless`, one scripted turn in process.
 //! - `daemon_cli`: `daemon` in the foreground and `daemon start | stop | status`.
 
 pub mod daemon_cli;
+pub mod headless;
 pub mod shim;
 pub mod stdio;

@@ -20,7 +20,7 @@ use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
 /// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
 /// before anything else. The thread ends once every sender is dropped and all lines
 /// are out, or when stdout is closed.
-fn spawn_writer<W: Write + Send + 'static>(
+pub(super) fn spawn_writer<W: Write + Send + 'static>(
     out: W,
     first: EventLine,
     mut lines: mpsc::Receiver<Outbound>,

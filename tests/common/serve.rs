@@ -153,6 +153,16 @@ impl Serve {
         Self::builder(home).start()
     }
 
+    /// `jucode <args>` in `home`, driven like `serve` (for `--headless`).
+    pub fn command<'a>(home: &'a Home, args: &[&str]) -> ServeBuilder<'a> {
+        ServeBuilder {
+            home,
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            cwd: None,
+            env: Vec::new(),
+        }
+    }
+
     /// Starts, checks `hello`, and reads the startup batch up to `mcp_servers`.
     pub fn ready(home: &Home) -> Serve {
         let mut serve = Self::start(home);

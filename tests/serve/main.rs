@@ -6,6 +6,7 @@ mod common;
 mod approvals;
 mod attachments;
 mod basics;
+mod headless;
 mod mcp;
 mod mcp_everything;
 mod mcp_ops;

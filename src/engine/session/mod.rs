@@ -76,6 +76,9 @@ pub struct SessionParams {
     /// A daemon session with nobody attached and no work unloads itself after this
     /// long (`None`: never, as in process).
     pub idle_unload: Option<std::time::Duration>,
+    /// Told how each turn ended, once its closing `status` is out (`--headless` exits
+    /// on it).
+    pub turn_ends: Option<mpsc::UnboundedSender<TurnEnd>>,
 }
 
 /// The client of a session in process: there is only one.
@@ -473,6 +476,10 @@ impl Session {
             written
         });
         super::store::wait_written(written).await;
+        let end = match &outcome {
+            Ok(outcome) => outcome.end,
+            Err(_) => TurnEnd::Failed,
+        };
         match outcome {
             Ok(TurnOutcome {
                 end: TurnEnd::Completed,
@@ -504,6 +511,9 @@ impl Session {
                     .await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
+        }
+        if let Some(observer) = &self.params.turn_ends {
+            let _ = observer.send(end);
         }
         let failure = self
             .emitter

@@ -101,6 +101,9 @@ impl Session {
         }
         self.emitter.info("request interrupted").await;
         self.emitter.status(SessionStatus::Interrupted).await;
+        if let Some(observer) = &self.params.turn_ends {
+            let _ = observer.send(super::TurnEnd::Interrupted);
+        }
         self.start_next().await;
     }
 
