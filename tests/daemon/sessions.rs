@@ -196,3 +196,56 @@ fn resume_moves_the_client_to_another_session() {
             .contains("unknown session")
     );
 }
+
+#[test]
+fn trust_is_asked_once_and_answered_for_every_client() {
+    let model = MockModel::start();
+    let home = home_with(&model, "");
+    let _guard = DaemonGuard(&home);
+    assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::write(root.join("AGENTS.md"), "PROJECT RULES").unwrap();
+    let mut first = Raw::connect(&home);
+    let id = first.open(&root);
+    let prompt = first.next();
+    assert_eq!(prompt["type"], "trust_prompt", "{prompt}");
+    assert_eq!(prompt["repo_root"], root.display().to_string());
+
+    // A late joiner is asked too, in its snapshot.
+    let mut second = Raw::connect(&home);
+    second.send(json!({"op": "attach", "session": id}));
+    let snapshot = second.until("status", Some(&id));
+    assert!(
+        snapshot.iter().any(|e| e["type"] == "trust_prompt"),
+        "{snapshot:#?}"
+    );
+
+    first.send(json!({"op": "command", "input": "/trust yes", "session": id}));
+    let trusted = format!("trusted {}", root.display());
+    for client in [&mut first, &mut second] {
+        let events = client.until_status(&trusted, &id);
+        assert!(
+            events.iter().any(|e| e["type"] == "command_list"),
+            "{events:#?}"
+        );
+    }
+    let mut third = Raw::connect(&home);
+    third.send(json!({"op": "attach", "session": id}));
+    let snapshot = third.until("status", Some(&id));
+    assert!(
+        !snapshot.iter().any(|e| e["type"] == "trust_prompt"),
+        "{snapshot:#?}"
+    );
+
+    model.push(text_reply(&["ok"]));
+    first.send(json!({"op": "user_message", "content": "hi", "session": id}));
+    first.until_status("ready", &id);
+    let request = model.wait_requests(1).pop().unwrap();
+    let system = request.messages()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("PROJECT RULES"), "{system}");
+}

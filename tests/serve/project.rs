@@ -356,3 +356,39 @@ fn each_mode_s_prompt_names_exactly_its_tools() {
     let request = turn(&mut chat, &model, "chatting");
     assert_prompt_names_offered_tools(&request);
 }
+
+#[test]
+fn a_trusted_project_s_mcp_servers_start_and_stay_the_project_s() {
+    let (_model, home) = setup();
+    let repo = repo();
+    write(
+        &repo.root.join(".jucode/config.toml"),
+        &crate::common::mcp::server_toml("proj", &[], ""),
+    );
+    let mut serve = Serve::builder(&home).cwd(&repo.cwd).start();
+    let batch = serve.skip_startup();
+    assert_eq!(
+        batch[4]["servers"],
+        json!([]),
+        "nothing of the project before trust"
+    );
+    assert_eq!(serve.next()["type"], "trust_prompt");
+    serve.send(json!({"op": "command", "input": "/trust yes"}));
+    let entry = serve.until_server("proj", "connected");
+    assert_eq!(entry["transport"], "stdio");
+    // The protocol's ops edit the user's config: they leave the project's servers alone.
+    serve.send(json!({"op": "mcp_toggle", "name": "proj", "enabled": false}));
+    let error = serve.until("error").pop().unwrap();
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("defined by the project"),
+        "{error}"
+    );
+    assert!(
+        !std::fs::read_to_string(home.path().join("config.toml"))
+            .unwrap()
+            .contains("proj")
+    );
+}
