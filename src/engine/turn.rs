@@ -65,6 +65,8 @@ pub struct TurnContext {
     pub checkpointed: Mutex<std::collections::HashSet<PathBuf>>,
     /// Tokens of the system prompt and tool schemas, counted once per turn.
     pub base: std::sync::OnceLock<u64>,
+    /// The write of the turn's user message, awaited before the reply is shown.
+    pub pending_write: Mutex<Option<futures_util::future::BoxFuture<'static, ()>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,12 +135,14 @@ impl TurnContext {
         if !self.accept(first, false).await || !self.prompt_submitted(prompt).await {
             return TurnEnd::Interrupted;
         }
-        // The message is on disk before the model is asked: a turn that dies with the
-        // process is still a turn the user can see and continue after resuming.
+        // The message is on disk before anything of the reply is shown (see `attempt`):
+        // a turn that dies with the process is still one the user can continue.
         let written = self
             .emitter
             .change(|shared| shared.store.journal().written());
-        super::store::wait_written(written).await;
+        if let Ok(mut pending) = self.pending_write.lock() {
+            *pending = Some(written);
+        }
         loop {
             if !self.read_steered().await {
                 return TurnEnd::Interrupted;
@@ -464,6 +468,16 @@ impl TurnContext {
             _ = self.cancel.cancelled() => return Err(AttemptError::Interrupted),
             started = start => started.map_err(AttemptError::Model)?,
         };
+        // The request went out at once; the first message's write (a new session's file
+        // is created with it) had until the model answered to finish.
+        let pending = self
+            .pending_write
+            .lock()
+            .ok()
+            .and_then(|mut pending| pending.take());
+        if let Some(written) = pending {
+            super::store::wait_written(written).await;
+        }
         self.emitter.emit(Event::ThinkingStart).await;
         let idle = self.model.retry.idle_timeout;
         let deadline = tokio::time::sleep(idle);

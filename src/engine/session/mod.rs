@@ -452,6 +452,7 @@ impl Session {
             turn: std::sync::OnceLock::new(),
             checkpointed: Mutex::new(std::collections::HashSet::new()),
             base: std::sync::OnceLock::new(),
+            pending_write: Mutex::new(None),
         };
         let running = move |handle| RunningTurn {
             cancel,
