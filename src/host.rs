@@ -129,6 +129,10 @@ pub fn build_session(
     tools.add_source(Arc::new(mcp.clone()));
 
     let approval_mode = config.approval_mode.unwrap_or(ApprovalMode::Manual);
+    let agents_max_depth = config
+        .agents
+        .max_depth
+        .unwrap_or(crate::config::DEFAULT_AGENTS_MAX_DEPTH);
     let idle_unload_secs = config.daemon.idle_unload_secs;
     let reasoning_effort = config.reasoning_effort.clone();
     let catalog = Catalog::new(
@@ -167,6 +171,7 @@ pub fn build_session(
         saved: opened.saved,
         library,
         idle_unload,
+        agents_max_depth,
     })
 }
 

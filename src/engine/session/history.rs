@@ -90,8 +90,9 @@ impl Session {
                 return;
             }
         };
-        // The old conversation's file gets its last sync; then everything that belonged
-        // to it (its queue, approvals, deferred actions) goes with it.
+        // Its subagents stop, recorded in its file; the file gets its last sync; then
+        // everything that belonged to it (its queue, approvals, deferred actions) goes.
+        self.agents.shutdown().await;
         self.emitter.change(|shared| shared.store.journal().sync());
         let mode = self.emitter.change(|shared| shared.mode);
         let shared = Arc::new(Mutex::new(Shared::new(mode, store)));
@@ -100,6 +101,11 @@ impl Session {
         // Its MCP servers are its own: the old ones stop, the new ones start.
         self.params.mcp.shutdown().await;
         self.params = params;
+        self.agents = crate::engine::agents::Hub::new(
+            self.params.catalog.clone(),
+            self.params.agents_max_depth,
+            &self.params.system_prompt,
+        );
         self.mcp = super::mcp::Announced::new(self.params.mcp.as_ref());
         self.base_tokens = None;
         self.queue.clear();

@@ -8,9 +8,12 @@
 //! Ops are handled in the submodules: `queue` (messages, steer, unqueue, interrupt),
 //! `gating` (approval mode, approvals, attended, deferred actions), `plans`,
 //! `models` (slash commands and model switching), `mcp` (MCP servers and their prompt
-//! commands), `snapshot` (startup batch and late-joiner state).
+//! commands), `agents` (the agent trace), `goal` (`/goal` and working toward it),
+//! `snapshot` (startup batch and late-joiner state).
 
+mod agents;
 mod gating;
+mod goal;
 mod history;
 mod mcp;
 mod models;
@@ -26,6 +29,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::agents::{Hub, Track};
 use super::emitter::{Emitter, Outbound};
 use super::library::Library;
 use super::mcp::McpServers;
@@ -72,6 +76,8 @@ pub struct SessionParams {
     /// A daemon session with nobody attached and no work unloads itself after this
     /// long (`None`: never, as in process).
     pub idle_unload: Option<std::time::Duration>,
+    /// `[agents] max_depth`: how deep subagents may nest (0: no subagents).
+    pub agents_max_depth: u32,
 }
 
 /// The client of a session in process: there is only one.
@@ -155,6 +161,8 @@ struct Session {
     idle_since: Option<tokio::time::Instant>,
     /// What clients were last told about the MCP servers.
     mcp: mcp::Announced,
+    /// The session's subagents' tasks.
+    agents: Arc<Hub>,
 }
 
 enum Wake {
@@ -208,7 +216,13 @@ impl Session {
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
         let mcp_servers = params.mcp.clone();
+        let agents = Hub::new(
+            params.catalog.clone(),
+            params.agents_max_depth,
+            &params.system_prompt,
+        );
         let mut session = Self {
+            agents,
             emitter,
             model,
             effort,
@@ -277,6 +291,11 @@ impl Session {
                     self.clients_changed(count).await;
                     Flow::Continue
                 }
+                Wake::Idle if self.agents.any_running() => {
+                    // Subagents left in the background still work: wait another while.
+                    self.idle_since = None;
+                    Flow::Continue
+                }
                 Wake::Idle => {
                     tracing::info!(session = %self.params.session_id, "unloading an idle session");
                     Flow::Stop
@@ -310,11 +329,13 @@ impl Session {
             }
         }
         // The session ends: the running turn stops, and every card it opened is closed
-        // (its tool call ends, its approval requests are resolved as interrupted).
+        // (its tool call ends, its approval requests are resolved as interrupted); so do
+        // its subagents.
         if let Some(turn) = self.turn.take() {
             turn.cancel.cancel();
             let _ = turn.handle.await;
         }
+        self.agents.shutdown().await;
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
         // Its MCP servers die with it.
@@ -353,21 +374,8 @@ impl Session {
                 self.approve_plan(&answer.id, answer.decision, answer.mode, answer.feedback)
                     .await
             }
-            Op::AgentRuns => {
-                self.reply(Event::AgentRuns {
-                    workflows: Vec::new(),
-                    agents: Vec::new(),
-                })
-                .await;
-            }
-            Op::SubagentTranscript { agent_id } => {
-                self.reply(Event::SubagentTranscript {
-                    error: Some(format!("unknown agent: {agent_id}")),
-                    agent_id,
-                    items: None,
-                })
-                .await;
-            }
+            Op::AgentRuns => self.agent_runs().await,
+            Op::SubagentTranscript { agent_id } => self.subagent_transcript(agent_id).await,
             Op::McpList => self.mcp_list().await,
             Op::McpSet { name, server } => self.mcp_set(&name, server).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
@@ -410,15 +418,16 @@ impl Session {
     ) {
         let cancel = CancellationToken::new();
         let steer = SteerInbox::default();
-        let mode = self.emitter.change(|shared| {
+        let (mode, goal) = self.emitter.change(|shared| {
             shared.status = status;
-            shared.mode
+            shared.turn_starts();
+            (shared.mode, shared.goal.prompt())
         });
         let ctx = TurnContext {
             emitter: self.emitter.clone(),
             model: self.model.clone(),
             reasoning_effort: self.effort.clone(),
-            system: Arc::from(self.params.system_prompt.as_str()),
+            system: super::goal::system_with(&self.params.system_prompt, goal),
             tools: self.params.tools.clone(),
             cwd: self.params.cwd.clone(),
             env: self.params.env.clone(),
@@ -429,6 +438,8 @@ impl Session {
             turn: std::sync::OnceLock::new(),
             checkpointed: Mutex::new(std::collections::HashSet::new()),
             base: std::sync::OnceLock::new(),
+            track: Track::Main,
+            agents: self.agents.clone(),
         };
         let running = move |handle| RunningTurn {
             cancel,
@@ -444,26 +455,33 @@ impl Session {
         // A turn closes its own requests; any left (a turn that panicked) close here.
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
+        let completed = matches!(&outcome, Ok(outcome) if outcome.end == TurnEnd::Completed);
         match outcome {
             Ok(TurnOutcome {
                 end: TurnEnd::Completed,
                 usage,
             }) => {
-                self.emitter.emit(Event::Usage(usage)).await;
+                // Its subagents' usage counts in the turn's (their cost at their prices).
+                let total = self.with_agent_usage(usage);
+                self.emitter.emit(Event::Usage(total)).await;
                 self.emit_context_usage(&usage).await;
+                self.goal_turn_end(Some(&total)).await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
             Ok(TurnOutcome {
                 end: TurnEnd::Failed,
                 usage,
             }) => {
+                let total = self.with_agent_usage(usage);
                 self.cost += tokens::cost(&usage, &self.model.info);
+                self.goal_turn_end(Some(&total)).await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
             Ok(TurnOutcome {
                 end: TurnEnd::Interrupted,
                 ..
             }) => {
+                self.goal_turn_end(None).await;
                 self.emitter.status(SessionStatus::Interrupted).await;
             }
             Err(err) => {
@@ -473,6 +491,7 @@ impl Session {
                         "internal error: the turn stopped unexpectedly ({err})"
                     ))
                     .await;
+                self.goal_turn_end(None).await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
         }
@@ -486,6 +505,9 @@ impl Session {
             self.emitter.error(message).await;
         }
         self.start_next().await;
+        if completed {
+            self.continue_goal();
+        }
     }
 
     async fn emit_context_usage(&mut self, usage: &TurnUsage) {
