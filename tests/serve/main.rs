@@ -3,9 +3,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agents;
+mod agents_gating;
 mod approvals;
 mod attachments;
 mod basics;
+mod goals;
 mod mcp;
 mod mcp_everything;
 mod mcp_ops;
