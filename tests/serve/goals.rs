@@ -257,3 +257,39 @@ fn update_plan_emits_plan_and_is_kept_in_the_transcript_and_the_session() {
     let items = again.until("transcript").pop().unwrap()["items"].clone();
     assert!(items.as_array().unwrap().contains(&item));
 }
+
+#[test]
+fn moving_to_another_branch_shows_its_step_list() {
+    let (model, home) = setup("");
+    model.push(text_reply(&["hi"]));
+    let plan = json!([{"step": "Only step", "status": "in_progress"}]);
+    model.push(calls(
+        &[("p1", "update_plan", json!({"plan": plan}))],
+        (10, 1),
+    ));
+    model.push(text_reply(&["planned"]));
+    let mut serve = Serve::ready(&home);
+    serve.user("one");
+    serve.until_ready();
+    serve.user("two");
+    serve.until_ready();
+    serve.send(json!({"op": "command", "input": "/tree"}));
+    let nodes = serve.expect_one("tree_view")["nodes"].clone();
+    let first = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|node| node["label"].as_str().unwrap().starts_with("one"))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    serve.send(json!({"op": "command", "input": format!("/tree {first}")}));
+    let events = serve.expect(&["transcript", "plan"]);
+    assert_eq!(events[1]["plan"], json!([]), "that branch has no step list");
+    // Moving where the list stays the same says nothing more.
+    serve.send(json!({"op": "command", "input": format!("/tree {first}")}));
+    serve.expect_one("transcript");
+    serve.send(json!({"op": "command", "input": "/goal"}));
+    serve.expect_one("goal");
+}

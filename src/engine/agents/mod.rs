@@ -40,7 +40,7 @@ use crate::protocol::AgentState;
 
 pub use record::{Agents, is_under};
 pub use tools::{CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS, specs};
-pub use track::{AgentLink, Track};
+pub use track::{AgentLink, ROOT, Track};
 
 /// The session's subagent machinery outside the shared state: what spawning needs, the
 /// agents' tasks, and the task pushing `agent_runs`.

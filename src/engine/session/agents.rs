@@ -1,9 +1,19 @@
-//! The agent trace in the session: the `agent_runs` and `subagent_transcript` ops, the
-//! subagents stopping with the turn that an interrupt stops, and their usage joining
-//! the session's.
+//! The trace a front-end shows beside the conversation: the `agent_runs` and
+//! `subagent_transcript` ops, the subagents stopping with the turn that an interrupt
+//! stops, their usage joining the session's, and the goal, step list and agents
+//! announced again when the conversation shown changes.
 
 use super::Session;
-use crate::protocol::{AgentState, Event, TurnUsage};
+use crate::engine::agents::ROOT;
+use crate::engine::plan_steps;
+use crate::protocol::{AgentState, Event, Goal, PlanStep, TurnUsage};
+
+/// The goal, step list and agents (ids and states) as clients are shown them.
+pub(super) struct Trace {
+    goal: Option<Goal>,
+    plan: Option<Vec<PlanStep>>,
+    agents: Vec<(String, AgentState)>,
+}
 
 impl Session {
     pub(super) async fn agent_runs(&mut self) {
@@ -26,6 +36,35 @@ impl Session {
             error,
         })
         .await;
+    }
+
+    /// What clients are shown beside the conversation, to tell what a move changed.
+    pub(super) fn trace(&self) -> Trace {
+        self.emitter.change(|shared| Trace {
+            goal: shared.goal.current().cloned(),
+            plan: plan_steps::current(&shared.store),
+            agents: shared.agents.under(ROOT),
+        })
+    }
+
+    /// After the conversation shown changed (`/resume`, `/tree`, `/checkout`): what
+    /// differs from `before` is announced again, so clients replace it (`goal: null`
+    /// and `plan: []` when the new conversation has none).
+    pub(super) async fn announce_trace(&self, before: Trace) {
+        let now = self.trace();
+        if now.goal != before.goal {
+            self.emitter.emit(Event::Goal { goal: now.goal }).await;
+        }
+        if now.plan != before.plan {
+            let plan = now.plan.unwrap_or_default();
+            self.emitter.emit(Event::Plan { plan }).await;
+        }
+        if now.agents != before.agents {
+            let runs = self
+                .emitter
+                .change(|shared| shared.agents.runs_event(std::time::Instant::now()));
+            self.emitter.emit(runs).await;
+        }
     }
 
     /// Every running subagent stops, as interrupted (their cards closed, their state

@@ -93,6 +93,7 @@ impl Session {
         // Its subagents stop, recorded in its file; the file gets its last sync; then
         // everything that belonged to it (its queue, approvals, deferred actions) goes.
         self.agents.shutdown().await;
+        let shown = self.trace();
         self.emitter.change(|shared| shared.store.journal().sync());
         let mode = self.emitter.change(|shared| shared.mode);
         let shared = Arc::new(Mutex::new(Shared::new(mode, store)));
@@ -113,6 +114,7 @@ impl Session {
         self.params.mcp.start();
         let items = self.transcript_items();
         self.emitter.emit_transcript(&items).await;
+        self.announce_trace(shown).await;
     }
 
     pub(super) async fn tree_view(&mut self) {
@@ -126,6 +128,7 @@ impl Session {
         if !self.idle_or_refuse("/tree").await {
             return;
         }
+        let shown = self.trace();
         let moved = self.emitter.change(|shared| {
             let store = &mut shared.store;
             let entry = store
@@ -156,6 +159,7 @@ impl Session {
             Ok(items) => {
                 self.base_tokens = None;
                 self.emitter.emit_transcript(&items).await;
+                self.announce_trace(shown).await;
             }
             Err(message) => self.reply_error(message).await,
         }
@@ -209,6 +213,7 @@ impl Session {
             _ => (String::new(), None),
         };
         let parent = entry.parent.clone();
+        let shown = self.trace();
         let items = self.emitter.change(|shared| {
             let store = &mut shared.store;
             if let Some(parent) = parent {
@@ -229,6 +234,7 @@ impl Session {
             ))
             .await;
         self.emitter.emit_transcript(&items).await;
+        self.announce_trace(shown).await;
         self.reply(Event::FillInput { content }).await;
     }
 }
