@@ -29,10 +29,27 @@ impl Session {
     pub(super) async fn resume_view(&mut self) {
         let library = self.params.library.clone();
         let cwd = self.params.cwd.clone();
-        let saved = tokio::task::spawn_blocking(move || library.list(&cwd))
+        let mut saved = tokio::task::spawn_blocking(move || library.list(&cwd))
             .await
             .unwrap_or_default();
         let current = self.params.session_id.clone();
+        // This session's file may not be written yet (its writer works in the
+        // background): it is listed anyway, as the newest, once it said something.
+        let first = self
+            .emitter
+            .change(|shared| shared.store.first_user_message());
+        if let Some(first) = first
+            && !saved.iter().any(|saved| saved.id == current)
+        {
+            saved.insert(
+                0,
+                crate::engine::library::Saved {
+                    id: current.clone(),
+                    label: crate::engine::store::first_line(&first, 80),
+                    updated: crate::engine::store::now_ms(),
+                },
+            );
+        }
         let items = saved
             .into_iter()
             .map(|saved| {
