@@ -42,6 +42,9 @@ pub use record::{Agents, is_under};
 pub use tools::{CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS, specs};
 pub use track::{AgentLink, ROOT, Track};
 
+/// Messages waiting for a subagent to read them; one more is refused.
+const MAX_INBOX: usize = 16;
+
 /// The session's subagent machinery outside the shared state: what spawning needs, the
 /// agents' tasks, and the task pushing `agent_runs`.
 pub struct Hub {
@@ -106,17 +109,21 @@ impl Hub {
         !self.tasks().is_empty()
     }
 
-    /// Hands a message to running agent `id`; false when it does not run.
-    fn message(&self, id: &str, input: crate::protocol::UserInput) -> bool {
+    /// Hands a message to running agent `id`: `Ok(false)` when it does not run, `Err`
+    /// when its inbox is full (it has not read the earlier ones yet).
+    fn message(&self, id: &str, input: crate::protocol::UserInput) -> Result<bool, String> {
         let tasks = self.tasks();
         let Some(task) = tasks.get(id) else {
-            return false;
+            return Ok(false);
         };
-        task.inbox
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back(input);
-        true
+        let mut inbox = task.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        if inbox.len() >= MAX_INBOX {
+            return Err(format!(
+                "{id} has not read its last {MAX_INBOX} messages yet: wait for it before sending more"
+            ));
+        }
+        inbox.push_back(input);
+        Ok(true)
     }
 
     /// Stops agent `id` and its descendants, as `state`, and waits until they have

@@ -221,10 +221,14 @@ impl TurnContext {
         if let Err(message) = self.own_agent(id) {
             return ToolOutput::error(message);
         }
-        if self.agents.message(id, UserInput::text(content)) {
-            return ToolOutput::ok(format!(
-                "Sent to {id}: it reads the message before its next step."
-            ));
+        match self.agents.message(id, UserInput::text(content)) {
+            Ok(true) => {
+                return ToolOutput::ok(format!(
+                    "Sent to {id}: it reads the message before its next step."
+                ));
+            }
+            Ok(false) => {}
+            Err(message) => return ToolOutput::error(message),
         }
         let report = self.emitter.change(|shared| shared.agents.report(id, true));
         ToolOutput::error(format!(
