@@ -5,6 +5,7 @@ mod common;
 
 mod agents;
 mod agents_gating;
+mod agents_trace;
 mod approvals;
 mod attachments;
 mod basics;

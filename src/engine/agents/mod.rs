@@ -22,6 +22,8 @@ mod activity;
 mod items;
 mod record;
 mod run;
+#[cfg(test)]
+mod tests;
 mod tools;
 mod track;
 

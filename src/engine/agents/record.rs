@@ -191,21 +191,27 @@ impl Agents {
     /// A running agent's conversation. Never missing while its turn runs; should a
     /// record be gone, a fresh one keeps the turn going harmlessly.
     pub fn conversation(&mut self, id: &str) -> &mut Conversation {
-        self.conversations
-            .entry(id.to_owned())
-            .or_insert_with(|| Conversation {
-                store: Store::new(
-                    crate::engine::store::SessionMeta {
-                        id: id.to_owned(),
-                        cwd: Default::default(),
-                        model: String::new(),
-                        created: 0,
-                        chat: false,
-                    },
-                    Arc::new(crate::engine::store::NoJournal),
-                ),
+        // Looked up by `&str` first: this runs for every delta an agent streams.
+        if !self.conversations.contains_key(id) {
+            let store = Store::new(
+                crate::engine::store::SessionMeta {
+                    id: id.to_owned(),
+                    cwd: Default::default(),
+                    model: String::new(),
+                    created: 0,
+                    chat: false,
+                },
+                Arc::new(crate::engine::store::NoJournal),
+            );
+            let fresh = Conversation {
+                store,
                 streaming: None,
-            })
+            };
+            self.conversations.insert(id.to_owned(), fresh);
+        }
+        self.conversations
+            .get_mut(id)
+            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
     /// One event of agent `id`'s turn: recorded in its transcript and activity. Returns
@@ -225,10 +231,13 @@ impl Agents {
             }
             return out;
         };
-        let before = (record.run.activity.clone(), record.run.tool_calls);
+        let mut changed = false;
         let mut milestone = None;
-        let set = |record: &mut Record, activity: &str| {
-            record.run.activity = Some(activity.to_owned());
+        let mut set = |record: &mut Record, activity: &str| {
+            if record.run.activity.as_deref() != Some(activity) {
+                record.run.activity = Some(activity.to_owned());
+                changed = true;
+            }
         };
         match event {
             Event::UserMessage(shown) => {
@@ -259,8 +268,9 @@ impl Agents {
                     .and_then(|conversation| call_arguments(&conversation.store, &call_id))
                     .unwrap_or_default();
                 record.run.tool_calls += 1;
-                record.run.activity = Some(activity::of_call(&name, &input));
+                set(record, &activity::of_call(&name, &input));
                 record.items.tool_start(call_id, name, &input);
+                changed = true;
             }
             Event::ToolUpdate {
                 call_id, output, ..
@@ -284,7 +294,6 @@ impl Agents {
             Event::Error { message } => record.error = Some(message),
             _ => {}
         }
-        let changed = before != (record.run.activity.clone(), record.run.tool_calls);
         if let Some(message) = milestone {
             out.push(lifecycle(&record.run, LifecycleStatus::Progress, message));
             out.push(self.push(now));
@@ -519,168 +528,4 @@ fn cap(text: &str) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::store::{NoJournal, SessionMeta};
-    use crate::protocol::AgentKind;
-
-    fn agent(id: &str) -> NewAgent {
-        NewAgent {
-            run: AgentRun {
-                id: id.to_owned(),
-                label: id.to_owned(),
-                model: "m/m".into(),
-                effort: None,
-                state: AgentState::Running,
-                started_at: 0,
-                duration_ms: 0,
-                tokens: 0,
-                tool_calls: 0,
-                prompt: "task".into(),
-                result: None,
-                error: None,
-                kind: AgentKind::Subagent,
-                tool_use_id: None,
-                activity: None,
-            },
-            store: Store::new(
-                SessionMeta {
-                    id: id.to_owned(),
-                    cwd: Default::default(),
-                    model: String::new(),
-                    created: 0,
-                    chat: false,
-                },
-                Arc::new(NoJournal),
-            ),
-        }
-    }
-
-    fn ids(agents: &Agents) -> Vec<String> {
-        agents.records.iter().map(|r| r.run.id.clone()).collect()
-    }
-
-    #[test]
-    fn earlier_turns_keep_their_most_recent_agents() {
-        let mut agents = Agents::default();
-        let now = Instant::now();
-        agents.spawn(agent("/root/long"), now).unwrap();
-        for n in 0..30 {
-            agents.new_turn();
-            let id = format!("/root/a{n}");
-            agents.spawn(agent(&id), now).unwrap();
-            agents
-                .finish(&id, AgentState::Completed, Some("done".into()), now)
-                .unwrap();
-        }
-        // The running one stays, with the 24 most recent of earlier turns and this
-        // turn's.
-        assert_eq!(agents.records.len(), 1 + KEPT_EARLIER + 1);
-        agents.new_turn();
-        let kept = ids(&agents);
-        assert_eq!(kept.len(), 1 + KEPT_EARLIER);
-        assert_eq!(kept[0], "/root/long");
-        assert_eq!(kept[1], "/root/a6");
-        assert_eq!(agents.unique_id("/root/a29"), "/root/a29-2");
-        assert_eq!(
-            agents.unique_id("/root/a0"),
-            "/root/a0",
-            "pruned ids are free again"
-        );
-    }
-
-    #[test]
-    fn spawning_is_bounded() {
-        let mut agents = Agents::default();
-        let now = Instant::now();
-        for n in 0..MAX_RUNNING {
-            agents.spawn(agent(&format!("/root/r{n}")), now).unwrap();
-        }
-        assert!(agents.spawn(agent("/root/one-more"), now).is_err());
-        for n in 0..MAX_RUNNING {
-            agents.finish(&format!("/root/r{n}"), AgentState::Closed, None, now);
-        }
-        for n in MAX_RUNNING..MAX_PER_TURN {
-            let id = format!("/root/r{n}");
-            agents.spawn(agent(&id), now).unwrap();
-            agents.finish(&id, AgentState::Completed, None, now);
-        }
-        let refused = agents.spawn(agent("/root/too-many"), now).unwrap_err();
-        assert!(refused.contains("this turn"), "{refused}");
-        agents.new_turn();
-        assert!(agents.spawn(agent("/root/next-turn"), now).is_ok());
-    }
-
-    #[test]
-    fn rows_are_pushed_at_most_every_push_interval_and_milestones_at_once() {
-        let mut agents = Agents::default();
-        let start = Instant::now();
-        let events = agents.spawn(agent("/root/a"), start).unwrap();
-        assert!(matches!(
-            events.as_slice(),
-            [Event::SubagentLifecycle { .. }, Event::AgentRuns { .. }]
-        ));
-        // A change right after a push waits for its turn.
-        let soon = start + Duration::from_millis(100);
-        assert!(
-            agents
-                .observe("/root/a", Event::Connecting, soon)
-                .is_empty()
-        );
-        assert_eq!(agents.due(), Some(start + PUSH_INTERVAL));
-        assert!(agents.flush(soon).is_none());
-        // Deltas change no row.
-        let delta = Event::ReasoningDelta { delta: "x".into() };
-        assert!(agents.observe("/root/a", delta, soon).is_empty());
-        let pushed = agents.flush(start + PUSH_INTERVAL).expect("due");
-        let Event::AgentRuns { agents: rows, .. } = pushed else {
-            panic!()
-        };
-        assert_eq!(rows[0].activity.as_deref(), Some(activity::THINKING));
-        assert_eq!(rows[0].duration_ms, PUSH_INTERVAL.as_millis() as u64);
-        assert_eq!(agents.due(), None);
-        // Long after, a change goes at once.
-        let later = start + 3 * PUSH_INTERVAL;
-        let events = agents.observe("/root/a", Event::AssistantStart, later);
-        assert!(matches!(events.as_slice(), [Event::AgentRuns { .. }]));
-        // An approval request goes on to clients, with a milestone, at once.
-        let request = Event::ApprovalRequest {
-            call_id: "c".into(),
-            name: "bash".into(),
-            summary: "make".into(),
-            subagent_id: Some("/root/a".into()),
-            hunks: None,
-        };
-        let events = agents.observe("/root/a", request, later);
-        assert!(matches!(
-            events.as_slice(),
-            [
-                Event::ApprovalRequest { .. },
-                Event::SubagentLifecycle {
-                    status: LifecycleStatus::Progress,
-                    ..
-                },
-                Event::AgentRuns { .. }
-            ]
-        ));
-        let (usage, cost) = {
-            agents.add_usage(
-                "/root/a",
-                &TurnUsage {
-                    input_tokens: 7,
-                    output_tokens: 3,
-                    ..TurnUsage::default()
-                },
-                0.5,
-                later,
-            );
-            agents.take_usage()
-        };
-        assert_eq!((usage.input_tokens, cost), (7, 0.5));
-        assert_eq!(agents.take_usage().0.input_tokens, 0);
-        assert_eq!(agents.records[0].run.tokens, 10);
-    }
 }
