@@ -94,7 +94,22 @@ pub struct Config {
     /// `[hooks]`: commands run at session start and before each turn (`docs/hooks.md`).
     #[serde(default)]
     pub hooks: hooks::HooksConfig,
+    /// `[agents]`: subagents.
+    #[serde(default)]
+    pub agents: AgentsConfig,
 }
+
+/// `[agents]`: how subagents may be used.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// How deep subagents may nest: 1 (the default) lets the session's agent spawn
+    /// subagents that cannot spawn their own; 0 turns subagents off.
+    pub max_depth: Option<u32>,
+}
+
+/// `[agents] max_depth` when the config does not set it.
+pub const DEFAULT_AGENTS_MAX_DEPTH: u32 = 1;
 
 /// `[daemon]`: how far a daemon client may fall behind before it is disconnected, and
 /// how many clients it serves at once.
@@ -269,6 +284,12 @@ impl LoadedConfig {
             let span = hooks.span();
             if let DeValue::Table(hooks) = hooks.get_mut() {
                 reader.prune::<hooks::HooksConfig>("hooks", hooks, span, &[], Scope::Settings);
+            }
+        }
+        if let Some(agents) = table.get_mut("agents") {
+            let span = agents.span();
+            if let DeValue::Table(agents) = agents.get_mut() {
+                reader.prune::<AgentsConfig>("agents", agents, span, &[], Scope::Settings);
             }
         }
         let config = reader
@@ -568,6 +589,17 @@ script = "replies.jsonl"
         assert_eq!(big.output_price, Some(8.0));
         assert_eq!(mock.model_settings("other").context_window, Some(200_000));
         assert_eq!(config.providers["demo"].kind, ProviderKind::Replay);
+    }
+
+    #[test]
+    fn agents_max_depth_is_read_and_checked() {
+        let loaded = LoadedConfig::parse(Path::new("c.toml"), "[agents]\nmax_depth = 2\n");
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        assert_eq!(loaded.config.agents.max_depth, Some(2));
+        let loaded = LoadedConfig::parse(Path::new("c.toml"), "[agents]\nmax_depth = -1\n");
+        assert_eq!(loaded.problems.len(), 1, "{:?}", loaded.problems);
+        assert!(loaded.problems[0].contains("line 2: agents.max_depth"));
+        assert_eq!(loaded.config.agents.max_depth, None);
     }
 
     #[test]

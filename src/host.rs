@@ -106,9 +106,19 @@ pub fn build_session(
     let config_broken = !problems.is_empty();
     let mut startup_errors = problems;
 
+    let agents_max_depth = config
+        .agents
+        .max_depth
+        .unwrap_or(crate::config::DEFAULT_AGENTS_MAX_DEPTH);
     let today = prompt::today();
     let chat = options.chat || is_inside(&options.cwd, &profile.chats_dir());
     let mut tools = ToolRegistry::new();
+    // The prompt names the registry's tools and the engine's own.
+    let prompt_specs = |tools: &ToolRegistry| {
+        let mut specs = tools.specs();
+        specs.extend(crate::engine::session_builtin_specs(agents_max_depth));
+        specs
+    };
     let (cwd, base_prompt) = if chat {
         let dir = if options.chat {
             profile.chats_dir()
@@ -119,10 +129,10 @@ pub fn build_session(
             startup_errors.push(format!("cannot create {}: {err}", dir.display()));
         }
         crate::tools::register_chat(&mut tools);
-        (dir, prompt::chat_prompt(&today, &tools.specs()))
+        (dir, prompt::chat_prompt(&today, &prompt_specs(&tools)))
     } else {
         crate::tools::register_all(&mut tools);
-        let prompt = prompt::coding_prompt(&options.cwd, &today, &tools.specs());
+        let prompt = prompt::coding_prompt(&options.cwd, &today, &prompt_specs(&tools));
         (options.cwd.clone(), prompt)
     };
 
@@ -189,6 +199,7 @@ pub fn build_session(
         saved: opened.saved,
         library,
         idle_unload,
+        agents_max_depth,
     })
 }
 

@@ -51,17 +51,16 @@ impl TurnContext {
         // Images tools returned, shown to the model after all of this reply's results.
         let mut images = Vec::new();
         for (done, call) in calls.iter().enumerate() {
-            if call.name == PROPOSE_PLAN {
+            if call.name == PROPOSE_PLAN && self.track.is_main() {
                 let id = plan_ids.get(&call.id).cloned().unwrap_or_else(new_plan_id);
                 plan_proposed |= self.propose_plan(call, id).await;
                 continue;
             }
-            self.emitter
-                .emit(Event::ToolStart {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                })
-                .await;
+            self.emit(Event::ToolStart {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+            })
+            .await;
             let outcome = tokio::select! {
                 biased;
                 _ = self.cancel.cancelled() => None,
@@ -75,7 +74,7 @@ impl TurnContext {
                     .collect();
                 self.emitter.change(|shared| {
                     for entry in rest {
-                        shared.store.append(entry);
+                        self.track.store(shared).append(entry);
                     }
                 });
                 return CallsOutcome::Interrupted;
@@ -84,22 +83,21 @@ impl TurnContext {
                 images.push((call.clone(), std::mem::take(&mut outcome.images)));
             }
             let entry = tool_result(call, outcome.output.clone(), outcome.is_error);
-            self.emitter
-                .emit_with(|shared| {
-                    shared.store.append(entry);
-                    let event = Event::ToolOutput {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        output: outcome.output,
-                        is_error: outcome.is_error,
-                    };
-                    (Some(event), ())
-                })
-                .await;
+            self.emit_with(|shared| {
+                self.track.store(shared).append(entry);
+                let event = Event::ToolOutput {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    output: outcome.output,
+                    is_error: outcome.is_error,
+                };
+                (Some(event), ())
+            })
+            .await;
         }
         if !images.is_empty() {
             self.emitter
-                .change(|shared| shared.store.append(tool_images(images)));
+                .change(|shared| self.track.store(shared).append(tool_images(images)));
         }
         if plan_proposed {
             CallsOutcome::PlanProposed
@@ -112,35 +110,35 @@ impl TurnContext {
     /// was waiting for one) and its tool card are closed, in that order, and the model
     /// reads that it was interrupted.
     async fn close_interrupted(&self, call: &ToolCall) {
-        self.emitter
-            .emit_with(|shared| {
-                let resolved =
-                    shared
-                        .take_approval(&call.id)
-                        .map(|pending| Event::ApprovalResolved {
-                            call_id: pending.call_id,
-                            decision: Resolution::Interrupted,
-                        });
-                (resolved, ())
-            })
-            .await;
+        self.emit_with(|shared| {
+            let resolved = shared
+                .take_approval(&call.id)
+                .map(|pending| Event::ApprovalResolved {
+                    call_id: pending.call_id,
+                    decision: Resolution::Interrupted,
+                });
+            (resolved, ())
+        })
+        .await;
         let entry = tool_result(call, INTERRUPTED.into(), true);
-        self.emitter
-            .emit_with(|shared| {
-                shared.store.append(entry);
-                let event = Event::ToolOutput {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    output: INTERRUPTED.into(),
-                    is_error: true,
-                };
-                (Some(event), ())
-            })
-            .await;
+        self.emit_with(|shared| {
+            self.track.store(shared).append(entry);
+            let event = Event::ToolOutput {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: INTERRUPTED.into(),
+                is_error: true,
+            };
+            (Some(event), ())
+        })
+        .await;
     }
 
     /// One call, from arguments to result, through the approval policy.
     async fn call(&self, call: &ToolCall) -> ToolOutput {
+        if let Some(output) = self.builtin_call(call).await {
+            return output;
+        }
         let Some(tool) = self.tools.get(&call.name) else {
             return ToolOutput::error(format!("unknown tool: {}", call.name));
         };
@@ -193,7 +191,7 @@ impl TurnContext {
     /// time this turn touches each), so `/checkout` can put them back. The record is in
     /// the session file before the change is made.
     async fn checkpoint(&self, paths: &[PathBuf]) {
-        let Some(turn) = self.turn.get().cloned() else {
+        let Some(turn) = self.checkpoint_turn() else {
             return;
         };
         let fresh: Vec<PathBuf> = {
@@ -264,11 +262,10 @@ impl TurnContext {
             call_id: call.id.clone(),
             name: call.name.clone(),
             summary: assessment.summary.clone(),
-            subagent_id: None,
+            subagent_id: self.track.subagent_id(),
             hunks: assessment.hunks.clone(),
         };
         let asked = self
-            .emitter
             .emit_with(|shared| {
                 if shared.allowlist.contains(&call.name) {
                     return (None, Some(Answer::Allow { hunks: None }));
@@ -281,6 +278,7 @@ impl TurnContext {
                     name: call.name.clone(),
                     summary: assessment.summary.clone(),
                     hunks: assessment.hunks.clone(),
+                    subagent_id: self.track.subagent_id(),
                     answer,
                 });
                 (Some(request), None)
@@ -309,7 +307,6 @@ impl TurnContext {
         let digest = deferred::digest(&call.name, args, &self.cwd);
         let created_at = deferred::now_ms();
         let known = self
-            .emitter
             .emit_with(|shared| {
                 if let Some(action) = shared.deferred.same_call(&call.name, args, &self.cwd) {
                     return (None, (action.id.clone(), action.state.clone()));
@@ -323,7 +320,7 @@ impl TurnContext {
                     name: call.name.clone(),
                     arguments: args.clone(),
                     summary: assessment.summary.clone(),
-                    subagent_id: None,
+                    subagent_id: self.track.subagent_id(),
                     digest: digest.clone(),
                     created_at,
                 };
@@ -364,13 +361,12 @@ impl TurnContext {
                 output = &mut run => return output,
                 _ = ticks.tick() => {
                     if let Some(output) = progress.take() {
-                        self.emitter
-                            .emit(Event::ToolUpdate {
-                                call_id: call.id.clone(),
-                                name: call.name.clone(),
-                                output,
-                            })
-                            .await;
+                        self.emit(Event::ToolUpdate {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            output,
+                        })
+                        .await;
                     }
                 }
             }

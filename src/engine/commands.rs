@@ -25,6 +25,8 @@ enum CommandName {
     Approve,
     #[strum(serialize = "/plan")]
     Plan,
+    #[strum(serialize = "/goal")]
+    Goal,
     #[strum(serialize = "/transcript")]
     Transcript,
     #[strum(serialize = "/resume")]
@@ -65,6 +67,10 @@ impl CommandName {
             Self::Plan => (
                 "<id> approve [mode] [notes] | <id> revise <feedback>",
                 "Approve a proposed plan, or ask for a revision",
+            ),
+            Self::Goal => (
+                "[<objective> [--budget TOKENS] | clear]",
+                "Show the session's goal, set one to work toward (it starts at once when idle), or clear it",
             ),
             Self::Transcript => ("", "Show the conversation so far (a transcript event)"),
             Self::Resume => (
@@ -112,6 +118,8 @@ pub enum Command<'a> {
     },
     /// The arguments after `/plan`, parsed by the session.
     Plan(&'a str),
+    /// The arguments after `/goal`, parsed by the session.
+    Goal(&'a str),
     /// `/mcp`: the `mcp_servers` view.
     McpView,
     /// `/mcp retry <name>`.
@@ -210,6 +218,9 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
             )),
         },
         CommandName::Plan => Ok(Command::Plan(
+            input.strip_prefix(name).unwrap_or_default().trim(),
+        )),
+        CommandName::Goal => Ok(Command::Goal(
             input.strip_prefix(name).unwrap_or_default().trim(),
         )),
         CommandName::Mcp => match args.as_slice() {

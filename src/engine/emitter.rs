@@ -93,6 +93,34 @@ impl Emitter {
         result
     }
 
+    /// [`Emitter::emit_with`] for a change announced by several events (at most `room`;
+    /// more would lose their atomicity with the change, and are sent after it).
+    pub async fn emit_many_with<R>(
+        &self,
+        room: usize,
+        change: impl FnOnce(&mut Shared) -> (Vec<Event>, R),
+    ) -> R {
+        let permits = self.tx.reserve_many(room).await;
+        let (late, result) = {
+            let mut shared = self.lock();
+            let (events, result) = change(&mut shared);
+            let Ok(permits) = permits else {
+                // Nobody reads any more: the change stands, its events go nowhere.
+                return result;
+            };
+            let mut events = events.into_iter();
+            for (permit, event) in permits.zip(&mut events) {
+                permit.send(Outbound::Line(self.encoder.encode(&event)));
+            }
+            (events.collect::<Vec<_>>(), result)
+        };
+        debug_assert!(late.is_empty(), "{} events beyond their room", late.len());
+        for event in late {
+            self.emit(event).await;
+        }
+        result
+    }
+
     /// Like [`Emitter::emit_with`] for changes that announce themselves with no event.
     pub fn change<R>(&self, change: impl FnOnce(&mut Shared) -> R) -> R {
         change(&mut self.lock())

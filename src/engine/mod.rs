@@ -5,18 +5,22 @@
 //! another. Model providers and tools come in through the [`ModelCatalog`] and
 //! [`ToolRegistry`] given to [`spawn`]; the engine never names a concrete one.
 
+mod agents;
 pub mod approvals;
 mod attach;
+mod builtin;
 mod calls;
 pub mod commands;
 mod compaction;
 mod deferred;
 mod emitter;
+mod goal;
 pub mod library;
 pub mod mcp;
 pub mod model;
 mod o200k;
 mod plan;
+mod plan_steps;
 pub mod project;
 pub mod prompt;
 mod session;
@@ -26,6 +30,7 @@ pub mod tokens;
 pub mod tools;
 mod turn;
 
+pub use builtin::session_builtin_specs;
 pub use emitter::{EVENT_QUEUE, Outbound};
 pub use mcp::{McpServers, PromptArgument, PromptCommand};
 pub use model::{

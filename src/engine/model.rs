@@ -274,3 +274,20 @@ pub trait ModelCatalog: Send + Sync {
     /// Every model the user can pick, as `(provider/model, info)`, for the model picker.
     fn list(&self) -> Vec<(String, ModelInfo)>;
 }
+
+/// The effort to use on `model`: the one asked for, else the current one if the model
+/// takes it, else `medium`, else the model's first; `None` for models without efforts.
+pub fn pick_effort(
+    model: &ResolvedModel,
+    asked: Option<&str>,
+    current: Option<&str>,
+) -> Option<String> {
+    let efforts = &model.info.reasoning_efforts;
+    let supported = |effort: &str| efforts.iter().any(|e| e == effort);
+    [asked, current, Some("medium")]
+        .into_iter()
+        .flatten()
+        .find(|effort| supported(effort))
+        .map(str::to_owned)
+        .or_else(|| efforts.first().cloned())
+}

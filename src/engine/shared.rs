@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 
 use tokio::sync::oneshot;
 
+use super::agents::Agents;
 use super::deferred::DeferredActions;
+use super::goal::GoalState;
 use super::store::Store;
 use super::tools::Hunk;
 use crate::protocol::{ApprovalMode, SessionStatus};
@@ -34,11 +36,16 @@ pub struct Shared {
     /// client said so): the next client to attach makes it attended again.
     pub unattended_by_leaving: bool,
     pub deferred: DeferredActions,
+    /// The session's subagents: their rows, transcripts and running conversations.
+    pub agents: Agents,
+    pub goal: GoalState,
 }
 
 impl Shared {
     pub fn new(mode: ApprovalMode, store: Store) -> Self {
         Self {
+            agents: Agents::from_store(&store),
+            goal: GoalState::from_store(&store),
             store,
             streaming: None,
             approvals: Vec::new(),
@@ -49,6 +56,12 @@ impl Shared {
             unattended_by_leaving: false,
             deferred: DeferredActions::default(),
         }
+    }
+
+    /// A turn of the session (or a compaction) starts.
+    pub fn turn_starts(&mut self) {
+        self.agents.new_turn();
+        self.goal.turn_starts(std::time::Instant::now());
     }
 
     /// Removes and returns the open approval with this call id.
@@ -67,6 +80,8 @@ pub struct PendingApproval {
     pub name: String,
     pub summary: String,
     pub hunks: Option<Vec<Hunk>>,
+    /// The subagent whose call it is; `None` for the session's own.
+    pub subagent_id: Option<String>,
     /// Where the answer goes: the turn waiting on this call.
     pub answer: oneshot::Sender<Answer>,
 }

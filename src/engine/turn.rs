@@ -21,6 +21,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::agents::{Hub, Track};
 use super::attach;
 use super::calls::CallsOutcome;
 use super::compaction;
@@ -67,6 +68,10 @@ pub struct TurnContext {
     pub base: std::sync::OnceLock<u64>,
     /// The write of the turn's user message, awaited before the reply is shown.
     pub pending_write: Mutex<Option<futures_util::future::BoxFuture<'static, ()>>>,
+    /// Whose turn it is: the session's, or a subagent's (see `agents`).
+    pub track: Track,
+    /// The session's subagents.
+    pub agents: Arc<Hub>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +158,7 @@ impl TurnContext {
                 reply.tool_calls.clear();
             }
             usage.add(&reply.usage);
+            self.count_usage(&reply.usage).await;
             let calls = reply.tool_calls.clone();
             let plan_ids: HashMap<String, String> = reply
                 .tool_calls
@@ -169,9 +175,10 @@ impl TurnContext {
             }
             if calls.is_empty() {
                 if reply.finish == Some(FinishReason::Length) {
-                    self.emitter
-                        .info("the reply was cut off: the model reached its output token limit")
-                        .await;
+                    self.emit(Event::info(
+                        "the reply was cut off: the model reached its output token limit",
+                    ))
+                    .await;
                 }
                 return TurnEnd::Completed;
             }
@@ -192,21 +199,20 @@ impl TurnContext {
             prepared = attach::prepare(input, self.cwd.clone(), steered) => prepared,
         };
         for notice in prepared.notices {
-            self.emitter.info(notice).await;
+            self.emit(Event::info(notice)).await;
         }
         let shown = prepared.shown;
         let entry = prepared.entry;
         let id = self
-            .emitter
             .emit_with(|shared| {
-                let entry = shared.store.append(entry);
+                let entry = self.track.store(shared).append(entry);
                 (Some(Event::UserMessage(shown)), entry.id.clone())
             })
             .await;
         if !steered {
             let _ = self.turn.set(id);
         }
-        self.emitter.status(SessionStatus::Streaming).await;
+        self.status(SessionStatus::Streaming).await;
         true
     }
 
@@ -296,7 +302,9 @@ impl TurnContext {
     /// Tokens the next request would carry (entries never counted are counted here,
     /// outside the session's lock).
     fn next_request_tokens(&self) -> u64 {
-        let conversation = self.emitter.change(|shared| shared.store.request());
+        let conversation = self
+            .emitter
+            .change(|shared| self.track.store(shared).request());
         self.base_tokens() + conversation.iter().map(|entry| entry.tokens()).sum::<u64>()
     }
 
@@ -308,7 +316,9 @@ impl TurnContext {
         let limit = context_limit(self.model.info.context_window);
         // Most requests are far below the limit: a bound that needs no tokenizer (bytes,
         // where nothing was counted yet) settles it without counting anything.
-        let conversation = self.emitter.change(|shared| shared.store.request());
+        let conversation = self
+            .emitter
+            .change(|shared| self.track.store(shared).request());
         let bound = (self.system.len() as u64)
             + self.tools_bound()
             + conversation
@@ -317,6 +327,9 @@ impl TurnContext {
                 .sum::<u64>();
         if bound <= limit || self.next_request_tokens() <= limit {
             return None;
+        }
+        if !self.track.is_main() {
+            return self.agent_overflow(self.next_request_tokens()).await;
         }
         self.emitter.status(SessionStatus::Compacting).await;
         let compacted = self.compact_now(usage, false).await;
@@ -363,7 +376,7 @@ impl TurnContext {
         if let Some(end) = self.fit_context(usage).await {
             return (Reply::default(), Some(end));
         }
-        self.emitter.emit(Event::Connecting).await;
+        self.emit(Event::Connecting).await;
         let request = self.build_request();
         let policy = self.model.retry;
         let mut attempt = 0;
@@ -377,20 +390,21 @@ impl TurnContext {
             let retry_after = match err.retry {
                 Retry::After(after) if !reply.shown && attempt < policy.max_retries => after,
                 _ => {
-                    self.emitter
-                        .error(format!("model request failed: {}", err.message))
-                        .await;
+                    self.emit(Event::error(format!(
+                        "model request failed: {}",
+                        err.message
+                    )))
+                    .await;
                     return (reply, Some(TurnEnd::Failed));
                 }
             };
             attempt += 1;
             tracing::info!(attempt, error = %err.message, "retrying model request");
-            self.emitter
-                .emit(Event::Retrying {
-                    attempt,
-                    message: err.message.clone(),
-                })
-                .await;
+            self.emit(Event::Retrying {
+                attempt,
+                message: err.message.clone(),
+            })
+            .await;
             let backoff = policy.base_delay.saturating_mul(1 << (attempt - 1).min(16));
             let delay = retry_after.unwrap_or(backoff).min(MAX_RETRY_DELAY);
             tokio::select! {
@@ -403,7 +417,9 @@ impl TurnContext {
 
     /// The next request: the active branch's entries (reference counts, no copy).
     fn build_request(&self) -> ChatRequest {
-        let conversation = self.emitter.change(|shared| shared.store.request());
+        let conversation = self
+            .emitter
+            .change(|shared| self.track.store(shared).request());
         let tools = self.request_tools();
         ChatRequest {
             model: self.model.model.clone(),
@@ -433,7 +449,8 @@ impl TurnContext {
     /// The tools offered in the next request.
     fn request_tools(&self) -> Vec<super::model::ToolSpec> {
         let mut tools = self.tools.specs();
-        if self.current_mode() == ApprovalMode::Plan {
+        tools.extend(self.builtin_specs());
+        if self.current_mode() == ApprovalMode::Plan && self.track.is_main() {
             tools.push(propose_plan_spec());
         }
         tools
@@ -445,9 +462,10 @@ impl TurnContext {
     fn record_reply(&self, reasoning: String, tool_calls: Vec<ToolCall>) {
         let text = self
             .emitter
-            .change(|shared| shared.streaming.clone().unwrap_or_default());
+            .change(|shared| self.track.streaming(shared).clone().unwrap_or_default());
         if text.is_empty() && tool_calls.is_empty() {
-            self.emitter.change(|shared| shared.streaming = None);
+            self.emitter
+                .change(|shared| *self.track.streaming(shared) = None);
             return;
         }
         let entry = Prepared::new(EntryBody::Assistant(Message::Assistant {
@@ -456,8 +474,8 @@ impl TurnContext {
             tool_calls,
         }));
         self.emitter.change(|shared| {
-            shared.streaming = None;
-            shared.store.append(entry);
+            *self.track.streaming(shared) = None;
+            self.track.store(shared).append(entry);
         });
     }
 
@@ -478,7 +496,7 @@ impl TurnContext {
         if let Some(written) = pending {
             super::store::wait_written(written).await;
         }
-        self.emitter.emit(Event::ThinkingStart).await;
+        self.emit(Event::ThinkingStart).await;
         let idle = self.model.retry.idle_timeout;
         let deadline = tokio::time::sleep(idle);
         tokio::pin!(deadline);
@@ -510,7 +528,7 @@ impl TurnContext {
                 ModelEvent::ReasoningDelta(delta) => {
                     reply.shown = true;
                     reply.reasoning.push_str(&delta);
-                    self.emitter.emit(Event::ReasoningDelta { delta }).await;
+                    self.emit(Event::ReasoningDelta { delta }).await;
                 }
                 ModelEvent::TextDelta(delta) => self.stream_text(reply, delta).await,
                 ModelEvent::ToolCallDelta {
@@ -521,7 +539,9 @@ impl TurnContext {
                     if let Some(name) = name {
                         names.insert(index, name);
                     }
-                    if names.get(&index).is_some_and(|name| name == PROPOSE_PLAN) {
+                    if names.get(&index).is_some_and(|name| name == PROPOSE_PLAN)
+                        && self.track.is_main()
+                    {
                         self.draft_plan(reply, index, &arguments).await;
                     }
                 }
@@ -538,18 +558,17 @@ impl TurnContext {
     async fn stream_text(&self, reply: &mut Reply, delta: String) {
         if !reply.text_started {
             reply.text_started = true;
-            self.emitter.emit(Event::AssistantStart).await;
+            self.emit(Event::AssistantStart).await;
         }
         reply.shown = true;
-        self.emitter
-            .emit_with(|shared| {
-                shared
-                    .streaming
-                    .get_or_insert_with(String::new)
-                    .push_str(&delta);
-                (Some(Event::AssistantDelta { delta }), ())
-            })
-            .await;
+        self.emit_with(|shared| {
+            self.track
+                .streaming(shared)
+                .get_or_insert_with(String::new)
+                .push_str(&delta);
+            (Some(Event::AssistantDelta { delta }), ())
+        })
+        .await;
     }
 
     async fn draft_plan(&self, reply: &mut Reply, index: usize, fragment: &str) {

@@ -9,7 +9,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::values::{ApprovalMode, Decision, ModelState, PlanStatus, Resolution, SessionStatus};
+use super::values::{
+    ApprovalMode, Decision, GoalStatus, LifecycleStatus, ModelState, PlanStatus, Resolution,
+    SessionStatus,
+};
 
 /// One event of serve protocol v2.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -134,9 +137,11 @@ pub enum Event {
         workflows: Vec<serde_json::Value>,
         agents: Vec<AgentRun>,
     },
+    /// A subagent was spawned, reached a milestone, or finished.
     SubagentLifecycle {
+        /// Its id (`/root/<task_name>`).
         path: String,
-        status: String,
+        status: LifecycleStatus,
         message: String,
         label: String,
         model: String,
@@ -374,6 +379,13 @@ pub enum TranscriptItem {
     Compaction {
         summary: String,
     },
+    /// jucode addition: the step list as the model set it (`update_plan`), where it
+    /// changed; the `plan` event carries the same list.
+    PlanSteps {
+        plan: Vec<PlanStep>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+    },
 }
 
 /// One item of a subagent's transcript.
@@ -445,7 +457,7 @@ pub enum AgentKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Goal {
     pub objective: String,
-    pub status: String,
+    pub status: GoalStatus,
     pub token_budget: Option<u64>,
     pub tokens_used: u64,
     pub time_used_seconds: u64,

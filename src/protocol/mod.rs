@@ -25,7 +25,8 @@ pub use jucode_daemon::protocol::{
 };
 pub use ops::{ApproveOp, ApprovePlanOp, McpServerConfig, Op, OpName, UserInput, parse_op};
 pub use values::{
-    ApprovalMode, Decision, ModelState, PlanDecision, PlanStatus, Resolution, SessionStatus,
+    ApprovalMode, Decision, GoalStatus, LifecycleStatus, ModelState, PlanDecision, PlanStatus,
+    Resolution, SessionStatus,
 };
 
 use bytes::Bytes;

@@ -109,6 +109,49 @@ pub enum PlanStatus {
     Revising,
 }
 
+/// Where the session's goal stands (`goal.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalStatus {
+    /// The session works toward it, turn after turn.
+    Active,
+    /// The model said it is reached (`update_goal`).
+    Achieved,
+    /// The model said it cannot go on without the user (`update_goal`).
+    Blocked,
+    /// Its turns used up its token budget.
+    BudgetExhausted,
+}
+
+impl GoalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Achieved => "achieved",
+            Self::Blocked => "blocked",
+            Self::BudgetExhausted => "budget_exhausted",
+        }
+    }
+}
+
+/// What a `subagent_lifecycle` notice says happened to a subagent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LifecycleStatus {
+    /// It was spawned and starts on its task.
+    Started,
+    /// A milestone while it works (a message from its parent read, an approval asked).
+    Progress,
+    /// It finished with a final answer.
+    Completed,
+    /// It failed (its model request failed, its context overflowed).
+    Errored,
+    /// An interrupt, or the session ending, stopped it.
+    Interrupted,
+    /// Its parent closed it (`close_agent`).
+    Closed,
+}
+
 /// `model_status.state`: whether requests to the model can work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use super::trace_lines::{self, AgentLine, GoalLine, StepLine};
 use crate::engine::store::{Entry, EntryBody, FileBefore, SessionMeta};
 use crate::engine::{ImageData, Message, ToolCall};
 use crate::protocol::{PlanStatus, UserMessageEvent};
@@ -99,6 +100,18 @@ pub enum Body {
     Checkpoint {
         turn: String,
         files: Vec<File>,
+    },
+    /// A subagent as it finished.
+    Agent(Box<AgentLine>),
+    /// The step list as `update_plan` set it.
+    Steps {
+        plan: Vec<StepLine>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+    },
+    /// The goal after a change; `null`: cleared.
+    Goal {
+        goal: Option<GoalLine>,
     },
 }
 
@@ -248,6 +261,14 @@ fn body_of(body: &EntryBody) -> Body {
                 })
                 .collect(),
         },
+        EntryBody::Agent(saved) => Body::Agent(Box::new(trace_lines::agent_line(saved))),
+        EntryBody::Steps { plan, explanation } => Body::Steps {
+            plan: trace_lines::step_lines(plan),
+            explanation: explanation.clone(),
+        },
+        EntryBody::Goal(goal) => Body::Goal {
+            goal: goal.as_ref().map(trace_lines::goal_line),
+        },
     }
 }
 
@@ -374,6 +395,12 @@ pub fn decode(line: Line) -> Result<Entry, String> {
                 files: restored,
             }
         }
+        Body::Agent(line) => EntryBody::Agent(Box::new(trace_lines::saved_agent(*line))),
+        Body::Steps { plan, explanation } => EntryBody::Steps {
+            plan: trace_lines::steps(plan),
+            explanation,
+        },
+        Body::Goal { goal } => EntryBody::Goal(goal.map(trace_lines::goal)),
     };
     Ok(Entry::with_tokens(
         Arc::from(line.id),

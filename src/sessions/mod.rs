@@ -2,12 +2,14 @@
 //! back to resume. The format is documented in `docs/sessions.md`.
 //!
 //! # Layout
-//! - `format`: the file's lines (the only place that knows their field names).
+//! - `format`: the file's lines (the only place that knows their field names, with
+//!   `trace_lines` for those of subagents, the step list and the goal).
 //! - `files`: where files live, the per-session lock, reading, listing, removing.
 //! - `writer`: the [`Journal`](crate::engine::store::Journal) that appends entries.
 
 mod files;
 mod format;
+mod trace_lines;
 mod writer;
 
 use std::path::Path;

@@ -8,6 +8,11 @@
 //! It is strict, as a test double should be: a request nobody scripted a reply for is
 //! answered with a 500 *and* fails the test, and so does a scripted reply left unused
 //! when the mock is dropped (the test expected a request that never came).
+//!
+//! Replies can be routed: those pushed with [`MockModel::push_for`] answer only requests
+//! whose system prompt contains their marker (a subagent's id line, say), in their own
+//! order; the others answer the requests that match no marker. Several agents' requests
+//! may then come in any order, and each still gets its own script.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -119,10 +124,26 @@ impl Recorded {
     pub fn last_message(&self) -> &Value {
         self.messages().last().expect("at least one message")
     }
+
+    /// The system prompt (the first message, when it is one).
+    pub fn system(&self) -> &str {
+        system_of(&self.body)
+    }
+}
+
+fn system_of(body: &Value) -> &str {
+    let first = &body["messages"][0];
+    if first["role"] == "system" {
+        first["content"].as_str().unwrap_or_default()
+    } else {
+        ""
+    }
 }
 
 struct State {
     replies: VecDeque<Reply>,
+    /// Replies for requests whose system prompt contains the marker.
+    routes: Vec<(String, VecDeque<Reply>)>,
     requests: Vec<Recorded>,
     /// Requests that found no scripted reply.
     unscripted: Vec<String>,
@@ -146,6 +167,7 @@ impl MockModel {
         let shared: Shared = Arc::new((
             Mutex::new(State {
                 replies: VecDeque::new(),
+                routes: Vec::new(),
                 requests: Vec::new(),
                 unscripted: Vec::new(),
                 reply_ends: Vec::new(),
@@ -173,6 +195,33 @@ impl MockModel {
 
     pub fn push(&self, reply: Reply) {
         self.shared.0.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// A reply for the next request whose system prompt contains `marker`.
+    pub fn push_for(&self, marker: &str, reply: Reply) {
+        let mut state = self.shared.0.lock().unwrap();
+        match state.routes.iter_mut().find(|(known, _)| known == marker) {
+            Some((_, replies)) => replies.push_back(reply),
+            None => state
+                .routes
+                .push((marker.to_owned(), VecDeque::from([reply]))),
+        }
+    }
+
+    /// Blocks until the requests so far satisfy `done` (10 s at most, then fails the
+    /// test naming `what`).
+    pub fn wait_until(&self, what: &str, done: impl Fn(&[Recorded]) -> bool) -> Vec<Recorded> {
+        let (lock, arrived) = &*self.shared;
+        let state = lock.lock().unwrap();
+        let (state, timeout) = arrived
+            .wait_timeout_while(state, Duration::from_secs(10), |s| !done(&s.requests))
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "never: {what} ({} requests)",
+            state.requests.len()
+        );
+        state.requests.clone()
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -204,13 +253,16 @@ impl MockModel {
     }
 
     pub fn unused_replies(&self) -> usize {
-        self.shared.0.lock().unwrap().replies.len()
+        let state = self.shared.0.lock().unwrap();
+        state.replies.len() + state.routes.iter().map(|(_, r)| r.len()).sum::<usize>()
     }
 
     /// Drops the scripted replies nobody asked for: for tests that end a session on
     /// purpose before its requests.
     pub fn forget_unused(&self) {
-        self.shared.0.lock().unwrap().replies.clear();
+        let mut state = self.shared.0.lock().unwrap();
+        state.replies.clear();
+        state.routes.clear();
     }
 }
 
@@ -235,6 +287,13 @@ impl Drop for MockModel {
                 "ies were"
             }
         );
+        for (marker, replies) in &state.routes {
+            assert!(
+                replies.is_empty(),
+                "{} scripted replies for {marker:?} never requested",
+                replies.len()
+            );
+        }
     }
 }
 
@@ -280,7 +339,16 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let reply = {
         let mut state = shared.0.lock().unwrap();
-        let reply = state.replies.pop_front();
+        let system = system_of(&body);
+        let routed: Vec<usize> = (0..state.routes.len())
+            .filter(|&index| system.contains(state.routes[index].0.as_str()))
+            .collect();
+        let reply = match routed.as_slice() {
+            [] => state.replies.pop_front(),
+            [index] => state.routes[*index].1.pop_front(),
+            // Two markers in one prompt: the script is ambiguous, a test bug.
+            _ => None,
+        };
         if reply.is_none() {
             let last = body["messages"]
                 .as_array()

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agents;
 mod clients;
 mod contract;
 mod lifecycle;

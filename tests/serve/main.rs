@@ -3,9 +3,13 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agents;
+mod agents_gating;
+mod agents_trace;
 mod approvals;
 mod attachments;
 mod basics;
+mod goals;
 mod headless;
 mod mcp;
 mod mcp_everything;

@@ -9,7 +9,7 @@ use crate::common::mock::{MockModel, Recorded, text_reply};
 use crate::common::serve::{Home, Serve, types};
 
 /// Every tool name a prompt could mention.
-const KNOWN_TOOLS: [&str; 9] = [
+const KNOWN_TOOLS: [&str; 15] = [
     "bash",
     "edit_file",
     "grep",
@@ -19,6 +19,12 @@ const KNOWN_TOOLS: [&str; 9] = [
     "web_fetch",
     "web_search",
     "propose_plan",
+    "spawn_agent",
+    "message_agent",
+    "wait_agents",
+    "close_agent",
+    "update_plan",
+    "update_goal",
 ];
 
 /// A repository with instructions at its root and in `app/`, a project skill, a project
@@ -308,7 +314,19 @@ fn chat_sessions_run_in_the_chats_directory_without_the_project() {
     assert!(!system.contains("ROOT RULES") && !system.contains("APP RULES"));
     let mut tools = request.tool_names();
     tools.sort();
-    assert_eq!(tools, ["grep", "list_dir", "read_file"]);
+    assert_eq!(
+        tools,
+        [
+            "close_agent",
+            "grep",
+            "list_dir",
+            "message_agent",
+            "read_file",
+            "spawn_agent",
+            "update_plan",
+            "wait_agents"
+        ]
+    );
     assert!(!serve.seen.iter().any(|e| e["type"] == "trust_prompt"));
 
     // Started inside the chats directory, a plain `serve` is a chat session too.

@@ -334,9 +334,9 @@ fn big(word: &str, tokens: usize) -> String {
 
 #[test]
 fn a_long_conversation_is_compacted_before_it_overflows() {
-    // A 10000-token window: the limit is 8000, each message about 2000 tokens, so the
-    // fourth request would pass it.
-    let (model, home) = setup("context_window = 10000");
+    // A 16000-token window: the limit is 12800, each message about 3000 tokens beside
+    // the system prompt and tool schemas (some 2000), so the fourth request would pass it.
+    let (model, home) = setup("context_window = 16000");
     for answer in ["A1", "A2", "A3"] {
         model.push(text_reply(&[answer]));
     }
@@ -346,11 +346,11 @@ fn a_long_conversation_is_compacted_before_it_overflows() {
     model.push(text_reply(&["A4"]));
     let mut serve = Serve::ready(&home);
     for word in ["apple", "pear", "plum"] {
-        serve.user(&big(word, 2000));
+        serve.user(&big(word, 3000));
         let events = serve.until_ready();
         assert!(!types(&events).contains(&"compaction_start"), "{word}");
     }
-    serve.user(&big("cherry", 2000));
+    serve.user(&big("cherry", 3000));
     let events = serve.until_ready();
     let kinds = types(&events);
     let start = kinds

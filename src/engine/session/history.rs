@@ -29,10 +29,27 @@ impl Session {
     pub(super) async fn resume_view(&mut self) {
         let library = self.params.library.clone();
         let cwd = self.params.cwd.clone();
-        let saved = tokio::task::spawn_blocking(move || library.list(&cwd))
+        let mut saved = tokio::task::spawn_blocking(move || library.list(&cwd))
             .await
             .unwrap_or_default();
         let current = self.params.session_id.clone();
+        // This session's file may not be written yet (its writer works in the
+        // background): it is listed anyway, as the newest, once it said something.
+        let first = self
+            .emitter
+            .change(|shared| shared.store.first_user_message());
+        if let Some(first) = first
+            && !saved.iter().any(|saved| saved.id == current)
+        {
+            saved.insert(
+                0,
+                crate::engine::library::Saved {
+                    id: current.clone(),
+                    label: crate::engine::store::first_line(&first, 80),
+                    updated: crate::engine::store::now_ms(),
+                },
+            );
+        }
         let items = saved
             .into_iter()
             .map(|saved| {
@@ -90,8 +107,10 @@ impl Session {
                 return;
             }
         };
-        // The old conversation's file gets its last sync; then everything that belonged
-        // to it (its queue, approvals, deferred actions) goes with it.
+        // Its subagents stop, recorded in its file; the file gets its last sync; then
+        // everything that belonged to it (its queue, approvals, deferred actions) goes.
+        self.agents.shutdown().await;
+        let shown = self.trace();
         self.emitter.change(|shared| shared.store.journal().sync());
         let mode = self.emitter.change(|shared| shared.mode);
         let shared = Arc::new(Mutex::new(Shared::new(mode, store)));
@@ -100,8 +119,13 @@ impl Session {
         // Its MCP servers are its own: the old ones stop, the new ones start.
         self.params.mcp.shutdown().await;
         self.params = params;
-        self.mcp = super::mcp::Announced::new(self.params.mcp.as_ref());
         self.system_prompt = Arc::from(self.params.project.system_prompt());
+        self.agents = crate::engine::agents::Hub::new(
+            self.params.catalog.clone(),
+            self.params.agents_max_depth,
+            self.system_prompt.clone(),
+        );
+        self.mcp = super::mcp::Announced::new(self.params.mcp.as_ref());
         self.resumed = true;
         self.base_tokens = None;
         self.queue.clear();
@@ -111,6 +135,7 @@ impl Session {
         self.emit_startup_notices(problems, warnings).await;
         let items = self.transcript_items();
         self.emitter.emit_transcript(&items).await;
+        self.announce_trace(shown).await;
     }
 
     pub(super) async fn tree_view(&mut self) {
@@ -124,6 +149,7 @@ impl Session {
         if !self.idle_or_refuse("/tree").await {
             return;
         }
+        let shown = self.trace();
         let moved = self.emitter.change(|shared| {
             let store = &mut shared.store;
             let entry = store
@@ -154,6 +180,7 @@ impl Session {
             Ok(items) => {
                 self.base_tokens = None;
                 self.emitter.emit_transcript(&items).await;
+                self.announce_trace(shown).await;
             }
             Err(message) => self.reply_error(message).await,
         }
@@ -207,6 +234,7 @@ impl Session {
             _ => (String::new(), None),
         };
         let parent = entry.parent.clone();
+        let shown = self.trace();
         let items = self.emitter.change(|shared| {
             let store = &mut shared.store;
             if let Some(parent) = parent {
@@ -227,6 +255,7 @@ impl Session {
             ))
             .await;
         self.emitter.emit_transcript(&items).await;
+        self.announce_trace(shown).await;
         self.reply(Event::FillInput { content }).await;
     }
 }

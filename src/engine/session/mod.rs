@@ -8,9 +8,12 @@
 //! Ops are handled in the submodules: `queue` (messages, steer, unqueue, interrupt),
 //! `gating` (approval mode, approvals, attended, deferred actions), `plans`,
 //! `models` (slash commands and model switching), `mcp` (MCP servers and their prompt
-//! commands), `snapshot` (startup batch and late-joiner state).
+//! commands), `agents` (the agent trace), `goal` (`/goal` and working toward it),
+//! `snapshot` (startup batch and late-joiner state).
 
+mod agents;
 mod gating;
+mod goal;
 mod history;
 mod mcp;
 mod models;
@@ -28,6 +31,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::agents::{Hub, Track};
 use super::emitter::{Emitter, Outbound};
 use super::library::Library;
 use super::mcp::McpServers;
@@ -79,6 +83,8 @@ pub struct SessionParams {
     /// Told how each turn ended, once its closing `status` is out (`--headless` exits
     /// on it).
     pub turn_ends: Option<mpsc::UnboundedSender<TurnEnd>>,
+    /// `[agents] max_depth`: how deep subagents may nest (0: no subagents).
+    pub agents_max_depth: u32,
 }
 
 /// The client of a session in process: there is only one.
@@ -166,6 +172,8 @@ struct Session {
     system_prompt: Arc<str>,
     /// The session continues a saved one (for hooks).
     resumed: bool,
+    /// The session's subagents' tasks.
+    agents: Arc<Hub>,
 }
 
 enum Wake {
@@ -220,9 +228,15 @@ impl Session {
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
         let mcp_servers = params.mcp.clone();
-        let system_prompt = Arc::from(params.project.system_prompt());
+        let system_prompt: Arc<str> = Arc::from(params.project.system_prompt());
         errors.extend(params.project.problems());
+        let agents = Hub::new(
+            params.catalog.clone(),
+            params.agents_max_depth,
+            system_prompt.clone(),
+        );
         let mut session = Self {
+            agents,
             emitter,
             model,
             effort,
@@ -294,6 +308,11 @@ impl Session {
                     self.clients_changed(count).await;
                     Flow::Continue
                 }
+                Wake::Idle if self.agents.any_running() => {
+                    // Subagents left in the background still work: wait another while.
+                    self.idle_since = None;
+                    Flow::Continue
+                }
                 Wake::Idle => {
                     tracing::info!(session = %self.params.session_id, "unloading an idle session");
                     Flow::Stop
@@ -327,11 +346,13 @@ impl Session {
             }
         }
         // The session ends: the running turn stops, and every card it opened is closed
-        // (its tool call ends, its approval requests are resolved as interrupted).
+        // (its tool call ends, its approval requests are resolved as interrupted); so do
+        // its subagents.
         if let Some(turn) = self.turn.take() {
             turn.cancel.cancel();
             let _ = turn.handle.await;
         }
+        self.agents.shutdown().await;
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
         // Its MCP servers die with it.
@@ -370,21 +391,8 @@ impl Session {
                 self.approve_plan(&answer.id, answer.decision, answer.mode, answer.feedback)
                     .await
             }
-            Op::AgentRuns => {
-                self.reply(Event::AgentRuns {
-                    workflows: Vec::new(),
-                    agents: Vec::new(),
-                })
-                .await;
-            }
-            Op::SubagentTranscript { agent_id } => {
-                self.reply(Event::SubagentTranscript {
-                    error: Some(format!("unknown agent: {agent_id}")),
-                    agent_id,
-                    items: None,
-                })
-                .await;
-            }
+            Op::AgentRuns => self.agent_runs().await,
+            Op::SubagentTranscript { agent_id } => self.subagent_transcript(agent_id).await,
             Op::McpList => self.mcp_list().await,
             Op::McpSet { name, server } => self.mcp_set(&name, server).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
@@ -427,20 +435,23 @@ impl Session {
     ) {
         let cancel = CancellationToken::new();
         let steer = SteerInbox::default();
-        let mode = self.emitter.change(|shared| {
+        let (mode, goal) = self.emitter.change(|shared| {
             shared.status = status;
-            shared.mode
+            shared.turn_starts();
+            (shared.mode, shared.goal.prompt())
         });
         let ctx = TurnContext {
             emitter: self.emitter.clone(),
             model: self.model.clone(),
             reasoning_effort: self.effort.clone(),
-            system: self.system_prompt.clone(),
-            plan_system: Arc::from(format!(
-                "{}\n\n{}",
-                self.system_prompt,
-                super::prompt::PLAN_MODE.trim_end()
-            )),
+            system: super::goal::system_with(&self.system_prompt, goal.clone()),
+            plan_system: {
+                let system = super::goal::system_with(&self.system_prompt, goal);
+                Arc::from(format!(
+                    "{system}\n\n{}",
+                    super::prompt::PLAN_MODE.trim_end()
+                ))
+            },
             project: self.params.project.clone(),
             tools: self.params.tools.clone(),
             cwd: self.params.cwd.clone(),
@@ -453,6 +464,8 @@ impl Session {
             checkpointed: Mutex::new(std::collections::HashSet::new()),
             base: std::sync::OnceLock::new(),
             pending_write: Mutex::new(None),
+            track: Track::Main,
+            agents: self.agents.clone(),
         };
         let running = move |handle| RunningTurn {
             cancel,
@@ -481,26 +494,33 @@ impl Session {
             Ok(outcome) => outcome.end,
             Err(_) => TurnEnd::Failed,
         };
+        let completed = end == TurnEnd::Completed;
         match outcome {
             Ok(TurnOutcome {
                 end: TurnEnd::Completed,
                 usage,
             }) => {
-                self.emitter.emit(Event::Usage(usage)).await;
+                // Its subagents' usage counts in the turn's (their cost at their prices).
+                let total = self.with_agent_usage(usage);
+                self.emitter.emit(Event::Usage(total)).await;
                 self.emit_context_usage(&usage).await;
+                self.goal_turn_end(Some(&total)).await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
             Ok(TurnOutcome {
                 end: TurnEnd::Failed,
                 usage,
             }) => {
+                let total = self.with_agent_usage(usage);
                 self.cost += tokens::cost(&usage, &self.model.info);
+                self.goal_turn_end(Some(&total)).await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
             Ok(TurnOutcome {
                 end: TurnEnd::Interrupted,
                 ..
             }) => {
+                self.goal_turn_end(None).await;
                 self.emitter.status(SessionStatus::Interrupted).await;
             }
             Err(err) => {
@@ -510,6 +530,7 @@ impl Session {
                         "internal error: the turn stopped unexpectedly ({err})"
                     ))
                     .await;
+                self.goal_turn_end(None).await;
                 self.emitter.status(SessionStatus::Ready).await;
             }
         }
@@ -523,6 +544,9 @@ impl Session {
             self.emitter.error(message).await;
         }
         self.start_next().await;
+        if completed {
+            self.continue_goal();
+        }
     }
 
     async fn emit_context_usage(&mut self, usage: &TurnUsage) {

@@ -2,7 +2,7 @@
 
 use super::{Flow, Session};
 use crate::engine::commands::{self, Command};
-use crate::engine::model::ResolvedModel;
+pub(super) use crate::engine::model::pick_effort;
 use crate::engine::tokens::context_limit;
 use crate::protocol::{Event, ModelStatus, ModelViewEntry};
 
@@ -37,6 +37,7 @@ impl Session {
                 hunks,
             } => self.approve(call_id, decision, always, hunks).await,
             Command::Plan(args) => self.plan_command(args).await,
+            Command::Goal(args) => self.goal_command(args).await,
             Command::ResumeView => self.resume_view().await,
             Command::Resume(id) => self.resume(id).await,
             Command::TreeView => self.tree_view().await,
@@ -141,21 +142,4 @@ impl Session {
         self.last_model_status = Some(status.clone());
         self.emitter.emit(Event::ModelStatus(status)).await;
     }
-}
-
-/// The effort to use on `model`: the one asked for, else the current one if the model
-/// takes it, else `medium`, else the model's first; `None` for models without efforts.
-pub(super) fn pick_effort(
-    model: &ResolvedModel,
-    asked: Option<&str>,
-    current: Option<&str>,
-) -> Option<String> {
-    let efforts = &model.info.reasoning_efforts;
-    let supported = |effort: &str| efforts.iter().any(|e| e == effort);
-    [asked, current, Some("medium")]
-        .into_iter()
-        .flatten()
-        .find(|effort| supported(effort))
-        .map(str::to_owned)
-        .or_else(|| efforts.first().cloned())
 }

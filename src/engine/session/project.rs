@@ -47,6 +47,7 @@ impl Session {
             }
         };
         self.system_prompt = Arc::from(self.params.project.system_prompt());
+        self.agents.set_system(self.system_prompt.clone());
         self.base_tokens = None;
         let commands = self.command_list();
         self.emitter.emit(Event::CommandList { commands }).await;

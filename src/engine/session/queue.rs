@@ -80,9 +80,12 @@ impl Session {
 
     pub(super) async fn interrupt(&mut self, index: Option<i64>) {
         let Some(turn) = self.turn.take() else {
+            // No turn runs, but subagents it left in the background may: they stop.
+            self.interrupt_agents().await;
             return;
         };
         turn.cancel.cancel();
+        self.interrupt_agents().await;
         if let Err(err) = turn.handle.await {
             tracing::error!(%err, "turn task failed while interrupted");
         }
@@ -99,6 +102,7 @@ impl Session {
         {
             self.queue.push_front(input);
         }
+        self.goal_turn_end(None).await;
         self.emitter.info("request interrupted").await;
         self.emitter.status(SessionStatus::Interrupted).await;
         if let Some(observer) = &self.params.turn_ends {

@@ -5,6 +5,7 @@ use super::Session;
 use bytes::Bytes;
 
 use crate::engine::emitter::SnapshotPart;
+use crate::engine::plan_steps;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
@@ -72,9 +73,9 @@ impl Session {
     }
 
     /// Answers a late joiner: the startup batch, the conversation so far (with the
-    /// reply streaming right now), the queue, open approval requests, whether the
-    /// session is attended, deferred actions waiting for a decision, and the current
-    /// status. Built and queued under the shared
+    /// reply streaming right now), the queue, the goal, the step list, the subagents,
+    /// open approval requests, whether the session is attended, deferred actions
+    /// waiting for a decision, and the current status. Built and queued under the shared
     /// lock, so the live events that follow it continue exactly where it ends.
     pub(super) async fn snapshot(&mut self, token: u64) {
         let pending = self.pending_contents();
@@ -91,12 +92,23 @@ impl Session {
                     .0
                     .push(SnapshotPart::Transcript(transcript_with_streaming(shared)));
                 events.push(Event::PendingMessages { messages: pending });
+                if let Some(goal) = shared.goal.current() {
+                    events.push(Event::Goal {
+                        goal: Some(goal.clone()),
+                    });
+                }
+                if let Some(plan) = plan_steps::current(&shared.store) {
+                    events.push(Event::Plan { plan });
+                }
+                if !shared.agents.is_empty() {
+                    events.push(shared.agents.runs_event(std::time::Instant::now()));
+                }
                 for pending in &shared.approvals {
                     events.push(Event::ApprovalRequest {
                         call_id: pending.call_id.clone(),
                         name: pending.name.clone(),
                         summary: pending.summary.clone(),
-                        subagent_id: None,
+                        subagent_id: pending.subagent_id.clone(),
                         hunks: pending.hunks.clone(),
                     });
                 }

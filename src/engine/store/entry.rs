@@ -15,7 +15,9 @@ use bytes::Bytes;
 
 use crate::engine::model::Message;
 use crate::engine::tokens;
-use crate::protocol::{PlanStatus, TranscriptItem, UserMessageEvent};
+use crate::protocol::{
+    AgentRun, Goal, PlanStatus, PlanStep, SubagentItem, TranscriptItem, UserMessageEvent,
+};
 
 /// Unique within one session: `e<n>` in the order entries were made.
 pub type EntryId = Arc<str>;
@@ -78,6 +80,23 @@ pub enum EntryBody {
         turn: EntryId,
         files: Vec<FileBefore>,
     },
+    /// A subagent as it finished, so that a resumed session still lists it and shows
+    /// its work (its conversation itself is not kept: the parent read its answer).
+    Agent(Box<SavedAgent>),
+    /// The session's step list as `update_plan` set it.
+    Steps {
+        plan: Vec<PlanStep>,
+        explanation: Option<String>,
+    },
+    /// The session's goal after it changed; `None`: cleared.
+    Goal(Option<Goal>),
+}
+
+/// A finished subagent: its row of `agent_runs` and its transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedAgent {
+    pub run: AgentRun,
+    pub items: Vec<SubagentItem>,
 }
 
 /// Session metadata: the first entry of a session file.
@@ -239,6 +258,10 @@ fn transcript_item(body: &EntryBody) -> Option<TranscriptItem> {
         },
         EntryBody::Compaction { summary, .. } => TranscriptItem::Compaction {
             summary: summary.clone(),
+        },
+        EntryBody::Steps { plan, explanation } => TranscriptItem::PlanSteps {
+            plan: plan.clone(),
+            explanation: explanation.clone(),
         },
         _ => return None,
     })

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use entry::{
-    Entry, EntryBody, EntryId, FileBefore, SUMMARY_PREFIX, SessionMeta, first_line, plan_item,
-    summary_message,
+    Entry, EntryBody, EntryId, FileBefore, SUMMARY_PREFIX, SavedAgent, SessionMeta, first_line,
+    plan_item, summary_message,
 };
 
 use crate::protocol::PlanStatus;
@@ -210,6 +210,11 @@ impl Store {
 
     pub fn get(&self, id: &str) -> Option<&Arc<Entry>> {
         self.by_id.get(id).map(|&index| &self.order[index])
+    }
+
+    /// Every entry, on every branch, in the order they were made.
+    pub fn entries(&self) -> &[Arc<Entry>] {
+        &self.order
     }
 
     /// Root to leaf.

@@ -1,0 +1,81 @@
+//! Tools the engine implements itself, because they act on the session rather than on
+//! the machine: subagents (`agents`), the step list (`plan_steps`), the goal (`goal`).
+//!
+//! They are offered next to the session's tools where they apply, take the same path
+//! through `calls.rs` up to the point where a tool would be assessed, and are never
+//! gated: what they start (a subagent's own calls) is.
+
+use super::agents::{self, CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS};
+use super::calls::parse_arguments;
+use super::goal::{self, UPDATE_GOAL};
+use super::model::{ToolCall, ToolSpec};
+use super::plan_steps::{self, UPDATE_PLAN};
+use super::tools::ToolOutput;
+use super::turn::TurnContext;
+
+/// Whether this turn may spawn subagents: its own depth is below `[agents] max_depth`.
+fn spawns(ctx: &TurnContext) -> bool {
+    ctx.track.depth() < ctx.agents.max_depth()
+}
+
+/// The step list and the goal are the session's: its own turns keep them.
+fn keeps_plan(ctx: &TurnContext) -> bool {
+    ctx.track.is_main()
+}
+
+fn ends_goal(ctx: &TurnContext) -> bool {
+    ctx.track.is_main() && ctx.emitter.change(|shared| shared.goal.is_active())
+}
+
+/// The built-in tools a session's own turns are offered before any goal is set: what
+/// its system prompt names beside the registry's tools.
+pub fn session_builtin_specs(max_depth: u32) -> Vec<ToolSpec> {
+    let mut specs = Vec::new();
+    if max_depth > 0 {
+        specs.extend(agents::specs());
+    }
+    specs.push(plan_steps::spec());
+    specs
+}
+
+impl TurnContext {
+    /// The built-in tools offered in this turn's next request.
+    pub(super) fn builtin_specs(&self) -> Vec<ToolSpec> {
+        let mut specs = Vec::new();
+        if spawns(self) {
+            specs.extend(agents::specs());
+        }
+        if keeps_plan(self) {
+            specs.push(plan_steps::spec());
+        }
+        if ends_goal(self) {
+            specs.push(goal::spec());
+        }
+        specs
+    }
+
+    /// Runs `call` if it is a built-in tool this turn has; `None` otherwise.
+    pub(super) async fn builtin_call(&self, call: &ToolCall) -> Option<ToolOutput> {
+        let offered = match call.name.as_str() {
+            SPAWN_AGENT | MESSAGE_AGENT | WAIT_AGENTS | CLOSE_AGENT => spawns(self),
+            UPDATE_PLAN => keeps_plan(self),
+            UPDATE_GOAL => ends_goal(self),
+            _ => false,
+        };
+        if !offered {
+            return None;
+        }
+        let args = match parse_arguments(&call.arguments) {
+            Ok(args) => args,
+            Err(message) => return Some(ToolOutput::error(format!("{}: {message}", call.name))),
+        };
+        Some(match call.name.as_str() {
+            SPAWN_AGENT => self.spawn_agent(call, &args).await,
+            MESSAGE_AGENT => self.message_agent(&args).await,
+            WAIT_AGENTS => self.wait_agents(&args).await,
+            CLOSE_AGENT => self.close_agent(&args).await,
+            UPDATE_PLAN => self.update_plan(&args).await,
+            _ => self.update_goal(&args).await,
+        })
+    }
+}
