@@ -31,6 +31,9 @@ use crate::tools::args::Args;
 const NAME: &str = "web_fetch";
 /// Time the conversion of a page always gets, even past the call's time bound.
 const MIN_CONVERT_TIME: Duration = Duration::from_secs(2);
+/// A day: longer bounds are taken as this (they mean "no bound" and must not overflow
+/// the clock).
+pub(super) const MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 /// Stack of the conversion thread (only what is touched is committed).
 const CONVERTER_STACK: usize = 64 * 1024 * 1024;
 const ACCEPT_VALUE: &str =
@@ -50,7 +53,7 @@ impl From<&WebFetchConfig> for Limits {
         Self {
             max_bytes: config.max_bytes.max(1),
             max_download: config.max_download_bytes.max(1),
-            timeout: Duration::from_secs(config.timeout_secs.max(1)),
+            timeout: Duration::from_secs(config.timeout_secs.clamp(1, MAX_TIMEOUT_SECS)),
             block_private: config.block_private,
         }
     }

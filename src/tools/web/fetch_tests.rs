@@ -433,6 +433,20 @@ async fn a_stalled_server_meets_the_time_bound() {
 }
 
 #[tokio::test]
+async fn an_endless_time_bound_does_not_overflow_the_clock() {
+    let server = server().await;
+    let config = WebFetchConfig {
+        timeout_secs: u64::MAX,
+        ..WebFetchConfig::default()
+    };
+    let tool = WebFetch::new(&config, true);
+    let out = tool
+        .run(json!({ "url": server.url("/plain") }), context())
+        .await;
+    assert!(!out.is_error, "{}", out.output);
+}
+
+#[tokio::test]
 async fn assessed_as_network_unless_the_host_says_otherwise() {
     let args = json!({ "url": "https://docs.rs/tokio" });
     let gated = WebFetch::new(&WebFetchConfig::default(), true);

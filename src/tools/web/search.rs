@@ -128,7 +128,8 @@ impl Tool for WebSearch {
                 Ok(query) => query,
                 Err(message) => return ToolOutput::error(message),
             };
-            let timeout = Duration::from_secs(config.timeout_secs.max(1));
+            let timeout =
+                Duration::from_secs(config.timeout_secs.clamp(1, super::fetch::MAX_TIMEOUT_SECS));
             let search = tokio::time::timeout(timeout, search(&config, &backend, &query, &ctx));
             tokio::select! {
                 done = search => match done {
