@@ -7,6 +7,7 @@
 
 pub mod hooks;
 pub mod mcp;
+pub mod web;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -74,6 +75,7 @@ fn absolute(path: PathBuf) -> PathBuf {
 }
 
 pub use crate::protocol::{ApprovalMode, McpServerConfig};
+pub use web::{SearchBackend, WebFetchConfig, WebSearchConfig};
 
 /// `config.toml`, as written by the user. Every key is optional.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -97,6 +99,11 @@ pub struct Config {
     /// `[agents]`: subagents.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// `[web_fetch]`: limits and the private-address policy of `web_fetch` (`docs/web.md`).
+    #[serde(default)]
+    pub web_fetch: WebFetchConfig,
+    /// `[web_search]`: the search backend; without it `web_search` is not offered.
+    pub web_search: Option<WebSearchConfig>,
 }
 
 /// `[agents]`: how subagents may be used.
@@ -274,6 +281,17 @@ impl LoadedConfig {
         {
             reader.mcp_servers(servers);
         }
+        if let Some(fetch) = table.get_mut("web_fetch") {
+            let span = fetch.span();
+            if let DeValue::Table(fetch) = fetch.get_mut() {
+                reader.web_fetch(fetch, span);
+            }
+        }
+        if let Some(search) = table.get_mut("web_search")
+            && !reader.web_search(search)
+        {
+            table.remove("web_search");
+        }
         if let Some(daemon) = table.get_mut("daemon") {
             let span = daemon.span();
             if let DeValue::Table(daemon) = daemon.get_mut() {
@@ -337,6 +355,8 @@ enum Scope<'a> {
     /// Anything under `[mcp_servers.<name>]`: the server is not started (see
     /// [`mcp`]).
     McpServer(&'a str),
+    /// Anything under `[web_search]`: the tool is not offered (see [`web`]).
+    WebSearch,
 }
 
 /// Collects the problems of one file.
@@ -371,6 +391,7 @@ impl<'t> Reader<'t> {
             Scope::McpServer(name) => {
                 format!("MCP server {name:?} is not started until this is fixed")
             }
+            Scope::WebSearch => "web_search is not offered until this is fixed".to_owned(),
         };
         self.problems.push((at, format!("{what}; {consequence}")));
     }

@@ -129,9 +129,22 @@ pub fn build_session(
             startup_errors.push(format!("cannot create {}: {err}", dir.display()));
         }
         crate::tools::register_chat(&mut tools);
+        // Research is what a chat is for: fetching a page asks nobody.
+        crate::tools::register_web(
+            &mut tools,
+            &config.web_fetch,
+            config.web_search.as_ref(),
+            false,
+        );
         (dir, prompt::chat_prompt(&today, &prompt_specs(&tools)))
     } else {
         crate::tools::register_all(&mut tools);
+        crate::tools::register_web(
+            &mut tools,
+            &config.web_fetch,
+            config.web_search.as_ref(),
+            true,
+        );
         let prompt = prompt::coding_prompt(&options.cwd, &today, &prompt_specs(&tools));
         (options.cwd.clone(), prompt)
     };

@@ -1,14 +1,20 @@
 //! The approval policy: which calls run, which ask, which plan mode refuses.
 //!
-//! | call                                   | manual | plan    | auto-edit | auto             | full-access |
-//! |----------------------------------------|--------|---------|-----------|------------------|-------------|
-//! | read-only tools and shell commands     | run    | run     | run       | run              | run         |
-//! | file edits inside the session cwd      | ask    | refused | run       | run              | run         |
-//! | file edits outside the cwd             | ask    | refused | ask       | ask              | run         |
-//! | other shell commands                   | ask    | refused | ask       | run (dangerous: ask) | run     |
+//! | call                                      | manual | plan    | auto-edit | auto                 | full-access |
+//! |-------------------------------------------|--------|---------|-----------|----------------------|-------------|
+//! | read-only tools and shell commands        | run    | run     | run       | run                  | run         |
+//! | network reads (`web_fetch`, `web_search`) | ask    | run     | run       | run                  | run         |
+//! | file edits inside the session cwd         | ask    | refused | run       | run                  | run         |
+//! | file edits outside the cwd                | ask    | refused | ask       | ask                  | run         |
+//! | other shell commands                      | ask    | refused | ask       | run (dangerous: ask) | run         |
 //!
 //! MCP tools fall in these rows through their assessment: `readOnlyHint` tools are
 //! read-only, every other MCP tool is gated as an "other shell command".
+//!
+//! A network read changes nothing on the machine, so plan mode runs it (research is
+//! what planning needs), and only `manual` asks: there a person wants to see each place
+//! the session reaches, what it sends (a URL, a query) being itself a disclosure. Chat
+//! sessions register the web tools as read-only instead (`tools::register_web`).
 //!
 //! "Inside the cwd" is decided on resolved paths: the longest existing ancestor of each
 //! path is canonicalized, so a symlink inside the project that points elsewhere counts
@@ -42,6 +48,10 @@ pub fn gate(effect: &Effect, mode: ApprovalMode, name: &str, cwd: &Path) -> Gate
                 FullAccess => Gate::Run,
             }
         }
+        Effect::Network { .. } => match mode {
+            Manual => Gate::Ask,
+            Plan | AutoEdit | Auto | FullAccess => Gate::Run,
+        },
         Effect::Exec { danger } => match mode {
             Manual | AutoEdit => Gate::Ask,
             Plan => refuse(),
@@ -186,12 +196,16 @@ mod tests {
         let dangerous = Effect::Exec {
             danger: Some("sudo".into()),
         };
+        let network = Effect::Network {
+            host: "example.com".into(),
+        };
         let cases: &[(&Effect, [&str; 5])] = &[
             (&read, ["run", "run", "run", "run", "run"]),
             (&edit(&inside), ["ask", "refuse", "run", "run", "run"]),
             (&edit("/etc/hosts"), ["ask", "refuse", "ask", "ask", "run"]),
             (&shell, ["ask", "refuse", "ask", "run", "run"]),
             (&dangerous, ["ask", "refuse", "ask", "ask", "run"]),
+            (&network, ["ask", "run", "run", "run", "run"]),
         ];
         for (effect, expected) in cases {
             for (mode, want) in ApprovalMode::ALL.iter().zip(expected) {

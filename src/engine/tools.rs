@@ -96,6 +96,9 @@ pub enum Effect {
     /// Runs a shell command not known to be read-only. `danger` is set when the
     /// classifier flags it as dangerous, and says why.
     Exec { danger: Option<String> },
+    /// Reaches the network (fetches a page, queries a search service) without changing
+    /// anything here. `host` is where the call goes, as the user would recognise it.
+    Network { host: String },
 }
 
 /// A tool's account of a call before it runs.

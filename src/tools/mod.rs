@@ -16,6 +16,10 @@
 //! - Paths the model gives resolve against the session's working directory, and paths
 //!   shown back are relative to it when they lie inside it ([`display_path`]): shorter
 //!   output, and exactly the form the model should pass to the next call.
+//!
+//! The web tools (`web_fetch`, `web_search`, in [`web`]) are registered on their own by
+//! [`register_web`], from the config, because which sessions get them and how they are
+//! gated is the host's decision.
 
 mod args;
 mod bash;
@@ -27,6 +31,7 @@ mod grep;
 mod list_dir;
 mod read_file;
 mod shell;
+mod web;
 mod write_file;
 
 use std::path::{Component, Path, PathBuf};
@@ -40,6 +45,7 @@ pub use edit_file::EditFile;
 pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+pub use web::{WebFetch, WebSearch, register_web};
 pub use write_file::WriteFile;
 
 /// Registers `read_file`, `list_dir` and `grep`.

@@ -21,3 +21,4 @@ mod schema;
 mod sessions;
 mod shell;
 mod turns;
+mod web;

@@ -324,7 +324,8 @@ fn chat_sessions_run_in_the_chats_directory_without_the_project() {
             "read_file",
             "spawn_agent",
             "update_plan",
-            "wait_agents"
+            "wait_agents",
+            "web_fetch"
         ]
     );
     assert!(!serve.seen.iter().any(|e| e["type"] == "trust_prompt"));
