@@ -34,6 +34,21 @@ enum Command {
     Schema,
     /// List the saved sessions (newest first, this directory's first), or remove one.
     Sessions(SessionsArgs),
+    /// Speak the Agent Client Protocol (ACP v1, JSON-RPC on stdin/stdout) for editors.
+    ///
+    /// Sessions run in the jucode daemon (started if none runs), so another client can
+    /// attach to them (`jucode serve --session ID`); --in-process runs them here.
+    Acp(AcpArgs),
+}
+
+#[derive(clap::Args)]
+struct AcpArgs {
+    /// Run the sessions inside this process instead of in the daemon.
+    #[arg(long)]
+    in_process: bool,
+    /// The daemon's socket (default as for `serve --socket`).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -102,6 +117,10 @@ fn main() -> ExitCode {
             init_logging(cli.log_file.as_deref(), "warn");
             sessions(args)
         }
+        Command::Acp(args) => {
+            init_logging(cli.log_file.as_deref(), "warn");
+            acp(args)
+        }
     };
     ExitCode::from(code)
 }
@@ -151,6 +170,31 @@ fn serve(args: ServeArgs) -> u8 {
             }
         }
     }
+}
+
+fn acp(args: AcpArgs) -> u8 {
+    use jucode::transport::link::{Backend, Local};
+    let profile = match Profile::resolve() {
+        Ok(profile) => profile,
+        Err(message) => return fail(&message),
+    };
+    let attachments = profile.dir.join("attachments");
+    let backend = if args.in_process {
+        Backend::InProcess(std::sync::Arc::new(Local::new(profile)))
+    } else {
+        match args
+            .socket
+            .or_else(jucode_daemon::default_socket_path_from_env)
+        {
+            Some(socket) => Backend::Daemon { socket },
+            None => {
+                return fail(
+                    "cannot find a place for the daemon socket: set JUCODE_HOME or --socket",
+                );
+            }
+        }
+    };
+    jucode::transport::acp::run(backend, attachments)
 }
 
 fn sessions(args: SessionsArgs) -> u8 {

@@ -60,6 +60,7 @@ impl TurnContext {
                 .emit(Event::ToolStart {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
+                    arguments: parse_arguments(&call.arguments).ok(),
                 })
                 .await;
             let outcome = tokio::select! {

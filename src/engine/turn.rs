@@ -32,7 +32,7 @@ use super::plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
 use super::store::{EntryBody, EntryId, Prepared};
 use super::tokens::{self, context_limit};
 use super::tools::ToolRegistry;
-use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput};
+use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput, notices};
 
 /// Retry delays never exceed this, whatever `retry-after` says: a front-end would show
 /// a frozen turn otherwise.
@@ -152,10 +152,14 @@ impl TurnContext {
                 return end;
             }
             if calls.is_empty() {
-                if reply.finish == Some(FinishReason::Length) {
-                    self.emitter
-                        .info("the reply was cut off: the model reached its output token limit")
-                        .await;
+                match reply.finish {
+                    Some(FinishReason::Length) => {
+                        self.emitter.info(notices::REPLY_CUT_OFF).await;
+                    }
+                    Some(FinishReason::ContentFilter) => {
+                        self.emitter.info(notices::REPLY_REFUSED).await;
+                    }
+                    _ => {}
                 }
                 return TurnEnd::Completed;
             }

@@ -83,6 +83,11 @@ pub enum Event {
     ToolStart {
         call_id: String,
         name: String,
+        /// jucode addition: the call's arguments as the model gave them (an object), so
+        /// a front-end can title the card and show what the call will touch; absent
+        /// when they are not a JSON object (the call then fails with that error).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<serde_json::Value>,
     },
     /// Output the call produced since its previous update.
     ToolUpdate {
