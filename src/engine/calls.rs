@@ -150,6 +150,7 @@ impl TurnContext {
             Err(message) => return ToolOutput::error(format!("{}: {message}", call.name)),
         };
         let mut ctx = self.tool_context();
+        ctx.delegate = self.delegation.for_call(&call.id);
         let assessment = match tool.assess(&args, &ctx).await {
             Ok(assessment) => assessment,
             Err(output) => return output,
@@ -249,6 +250,7 @@ impl TurnContext {
             cancel: self.cancel.child_token(),
             progress: Default::default(),
             hunks: None,
+            delegate: None,
         }
     }
 

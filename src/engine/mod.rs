@@ -11,6 +11,7 @@ mod calls;
 pub mod commands;
 mod compaction;
 mod deferred;
+pub mod delegate;
 mod emitter;
 pub mod library;
 pub mod mcp;

@@ -60,6 +60,8 @@ pub struct TurnContext {
     pub checkpointed: Mutex<std::collections::HashSet<PathBuf>>,
     /// Tokens of the system prompt and tool schemas, counted once per turn.
     pub base: std::sync::OnceLock<u64>,
+    /// The client serving file access and commands, if any.
+    pub delegation: super::delegate::Delegation,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

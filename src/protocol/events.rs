@@ -219,6 +219,17 @@ pub enum Event {
         markdown: String,
         status: PlanStatus,
     },
+    /// jucode addition: a tool call asks the client that serves them (see the
+    /// `client_capabilities` op) to read or write a file or to run a command, with ACP's
+    /// method names and params (without `sessionId`). Sent to that client only; answer
+    /// with `client_response`.
+    ClientRequest {
+        id: String,
+        /// The tool call it serves.
+        call_id: Option<String>,
+        method: String,
+        params: serde_json::Value,
+    },
 }
 
 impl Event {

@@ -5,5 +5,7 @@
 mod common;
 
 mod basics;
+mod delegation;
 mod permissions;
+mod sdk;
 mod sessions;

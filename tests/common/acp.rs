@@ -17,6 +17,8 @@ pub struct Acp {
     lines: mpsc::Receiver<String>,
     backlog: VecDeque<Value>,
     next_id: i64,
+    /// The method of each request sent, by id, to check the answers' shapes.
+    methods: std::collections::HashMap<i64, String>,
     /// Every message read, for failure messages.
     pub seen: Vec<Value>,
 }
@@ -56,6 +58,7 @@ impl Acp {
             lines,
             backlog: VecDeque::new(),
             next_id: 100,
+            methods: std::collections::HashMap::new(),
             seen: Vec::new(),
         }
     }
@@ -79,6 +82,7 @@ impl Acp {
     pub fn request(&mut self, method: &str, params: Value) -> i64 {
         self.next_id += 1;
         let id = self.next_id;
+        self.methods.insert(id, method.to_owned());
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         id
     }
@@ -98,6 +102,11 @@ impl Acp {
                 let message: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|err| panic!("stdout carried a non-JSON line {line:?}: {err}"));
                 assert_eq!(message["jsonrpc"], "2.0", "{message}");
+                let method = message["id"]
+                    .as_i64()
+                    .and_then(|id| self.methods.get(&id))
+                    .map(String::as_str);
+                super::acp_schema::assert_message(&message, method);
                 self.seen.push(message.clone());
                 message
             }

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod acp;
+pub mod acp_schema;
 pub mod daemon;
 pub mod mcp;
 pub mod mock;

@@ -155,6 +155,8 @@ struct Session {
     idle_since: Option<tokio::time::Instant>,
     /// What clients were last told about the MCP servers.
     mcp: mcp::Announced,
+    /// The client serving file access and commands, if any.
+    delegation: crate::engine::delegate::Delegation,
 }
 
 enum Wake {
@@ -208,7 +210,9 @@ impl Session {
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
         let (internal_tx, internal_rx) = mpsc::channel(16);
         let mcp_servers = params.mcp.clone();
+        let delegation = crate::engine::delegate::Delegation::new(emitter.clone());
         let mut session = Self {
+            delegation,
             emitter,
             model,
             effort,
@@ -273,6 +277,9 @@ impl Session {
                     Flow::Continue
                 }
                 Wake::Clients(Some(count)) => {
+                    if count == 0 {
+                        self.delegation.clear();
+                    }
                     self.clients_now = count;
                     self.clients_changed(count).await;
                     Flow::Continue
@@ -372,6 +379,26 @@ impl Session {
             Op::McpSet { name, server } => self.mcp_set(&name, server).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
             Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
+            Op::ClientCapabilities {
+                read_text_file,
+                write_text_file,
+                terminal,
+            } => {
+                let capabilities = crate::engine::delegate::Capabilities {
+                    read_text_file,
+                    write_text_file,
+                    terminal,
+                };
+                self.delegation.announce(self.origin, capabilities);
+            }
+            Op::ClientResponse { id, result, error } => {
+                let answer = match (result, error) {
+                    (_, Some(error)) => Err(error),
+                    (Some(result), None) => Ok(result),
+                    (None, None) => Ok(serde_json::Value::Null),
+                };
+                self.delegation.answer(&id, answer);
+            }
             Op::Shutdown => return Flow::Stop,
         }
         Flow::Continue
@@ -429,6 +456,7 @@ impl Session {
             turn: std::sync::OnceLock::new(),
             checkpointed: Mutex::new(std::collections::HashSet::new()),
             base: std::sync::OnceLock::new(),
+            delegation: self.delegation.clone(),
         };
         let running = move |handle| RunningTurn {
             cancel,

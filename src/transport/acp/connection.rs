@@ -58,6 +58,13 @@ pub(super) enum Outgoing {
         session: String,
         call_id: String,
     },
+    /// A file or terminal request of a session's tool call.
+    Client {
+        session: String,
+        id: String,
+        method: String,
+        call_id: Option<String>,
+    },
     /// Withdrawn with `$/cancel_request`: whatever the client answers is ignored.
     Withdrawn,
 }
@@ -75,6 +82,7 @@ pub(super) struct Connection {
     events: Option<mpsc::Receiver<LinkEvent>>,
     pub internal_tx: mpsc::Sender<Internal>,
     internal: Option<mpsc::Receiver<Internal>>,
+    pub client: ClientCapabilities,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +90,40 @@ pub(super) struct Connection {
 struct Initialize {
     #[serde(default)]
     protocol_version: Option<u64>,
+    #[serde(default)]
+    client_capabilities: ClientCapabilities,
+}
+
+/// What the client serves, from `initialize` (omitted = unsupported).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ClientCapabilities {
+    #[serde(default)]
+    fs: FsCapabilities,
+    #[serde(default)]
+    terminal: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FsCapabilities {
+    #[serde(default)]
+    read_text_file: bool,
+    #[serde(default)]
+    write_text_file: bool,
+}
+
+impl ClientCapabilities {
+    /// The op that makes this client serve a session's files and commands.
+    pub fn op(self) -> Option<Op> {
+        (self.fs.read_text_file || self.fs.write_text_file || self.terminal).then_some(
+            Op::ClientCapabilities {
+                read_text_file: self.fs.read_text_file,
+                write_text_file: self.fs.write_text_file,
+                terminal: self.terminal,
+            },
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -148,6 +190,7 @@ impl Connection {
             events: Some(events),
             internal_tx,
             internal: Some(internal),
+            client: ClientCapabilities::default(),
         }
     }
 
@@ -243,6 +286,7 @@ impl Connection {
         match method {
             "initialize" => {
                 let params: Initialize = jsonrpc::params(params)?;
+                self.client = params.client_capabilities;
                 // The client's version when it is one this agent speaks, else its own.
                 let version = params
                     .protocol_version
@@ -278,14 +322,29 @@ impl Connection {
                 if !crate::sessions::valid_id(&params.session_id) {
                     return Err(RpcError::unknown_session(&params.session_id));
                 }
-                // Loading a session this connection has open starts it over: the old
-                // link goes, the new one brings a fresh snapshot.
-                self.sessions.remove(&params.session_id);
                 let kind = if method == "session/load" {
                     OpenKind::Load
                 } else {
                     OpenKind::Resume
                 };
+                // A session this connection has open starts over on the same link,
+                // from a fresh snapshot.
+                if let Some(mut session) = self.sessions.remove(&params.session_id) {
+                    if session.pending.is_some() {
+                        self.sessions.insert(params.session_id, session);
+                        return Err(RpcError::new(
+                            jsonrpc::INVALID_REQUEST,
+                            "this session is still being opened",
+                        ));
+                    }
+                    for request in session.restart(id.clone(), kind) {
+                        self.withdraw(request).await;
+                    }
+                    session.link.resync().await;
+                    session.barrier(Barrier::Ready).await;
+                    self.sessions.insert(params.session_id, session);
+                    return Ok(());
+                }
                 let target = Target::Attach {
                     id: params.session_id,
                     env: std::env::vars().collect(),
@@ -457,6 +516,15 @@ impl Connection {
         };
         match outgoing {
             Outgoing::Withdrawn => {}
+            Outgoing::Client {
+                session,
+                id,
+                method,
+                call_id,
+            } => {
+                self.client_answered(&session, id, &method, call_id, result)
+                    .await
+            }
             Outgoing::Permission { session, call_id } => {
                 let Some(session) = self.sessions.get_mut(&session) else {
                     return;

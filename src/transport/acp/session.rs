@@ -102,6 +102,21 @@ impl Session {
         }
     }
 
+    /// Starts over from a fresh snapshot for request `id` (`session/load` or
+    /// `session/resume` of a session already open). Returns the permission requests
+    /// to withdraw: the snapshot asks again for what is still open.
+    pub fn restart(&mut self, id: Value, kind: OpenKind) -> Vec<i64> {
+        self.tr = Translator::new(Dialect::Acp);
+        self.tr.replay_next_transcript = kind == OpenKind::Load;
+        self.pending = Some(Pending { id, kind });
+        self.held_asks.clear();
+        self.held_commands = None;
+        self.permissions
+            .drain()
+            .map(|(_, request)| request)
+            .collect()
+    }
+
     /// Waits for the answer of a `/model` already sent.
     pub fn expect(&mut self, barrier: Barrier) {
         self.barriers.push_back(barrier);
@@ -210,7 +225,11 @@ impl Connection {
         let name = event.session;
         match event.incoming {
             Incoming::Opened { tag, link } => {
+                let serves = self.client.op();
                 if let Some(session) = self.adopt(tag, link) {
+                    if let Some(op) = serves {
+                        session.link.send(op).await;
+                    }
                     session.barrier(Barrier::Ready).await;
                 }
             }
@@ -266,7 +285,7 @@ impl Connection {
         }
     }
 
-    async fn withdraw(&mut self, request: i64) {
+    pub(super) async fn withdraw(&mut self, request: i64) {
         self.outgoing.insert(request, Outgoing::Withdrawn);
         self.notify("$/cancel_request", json!({"requestId": request}))
             .await;
@@ -323,6 +342,23 @@ impl Connection {
                 }
             }
             Output::ModelView => self.passed(name, session).await,
+            Output::ClientRequest {
+                id,
+                call_id,
+                method,
+                mut params,
+            } => {
+                if let Value::Object(fields) = &mut params {
+                    fields.insert("sessionId".into(), json!(name));
+                }
+                let outgoing = Outgoing::Client {
+                    session: name.to_owned(),
+                    id,
+                    method: method.clone(),
+                    call_id,
+                };
+                self.request(&method, params, outgoing).await;
+            }
             Output::Info(text) | Output::Error(text) => {
                 // The answer to a slash command the user typed is shown as a message.
                 if session
@@ -380,6 +416,38 @@ impl Connection {
             // A `/model` the user typed as a prompt: its answer is not a barrier's.
             None => {}
         }
+    }
+
+    /// The client answered a file or terminal request: the answer goes to the session;
+    /// a terminal it created is embedded in the call's card.
+    pub(super) async fn client_answered(
+        &mut self,
+        name: &str,
+        id: String,
+        method: &str,
+        call_id: Option<String>,
+        result: Result<Value, RpcError>,
+    ) {
+        let Some(mut session) = self.sessions.remove(name) else {
+            return;
+        };
+        if method == "terminal/create"
+            && let (Ok(created), Some(call_id)) = (&result, &call_id)
+            && let Some(terminal) = created.get("terminalId").and_then(Value::as_str)
+        {
+            for output in session.tr.terminal_started(call_id, terminal) {
+                self.apply(name, &mut session, output).await;
+            }
+        }
+        let (result, error) = match result {
+            Ok(result) => (Some(result), None),
+            Err(error) => (None, Some(error.message)),
+        };
+        session
+            .link
+            .send(Op::ClientResponse { id, result, error })
+            .await;
+        self.sessions.insert(name.to_owned(), session);
     }
 
     async fn update(&self, name: &str, update: &SessionUpdate) {

@@ -4,7 +4,8 @@
 //! Attaching loads the saved session and asks it for a snapshot, skipping what it
 //! emits before the snapshot (its own startup batch), so a client sees what a daemon
 //! client attaching sees. A session already running in this process is not attached a
-//! second time (its one link owns it).
+//! second time (its one link owns it; [`super::Link::resync`] asks it for a fresh
+//! snapshot instead).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,7 +20,7 @@ use crate::host::SessionOptions;
 use crate::protocol::SessionInfo;
 
 /// The token of the one snapshot a loaded session is asked for.
-const SNAPSHOT: u64 = 1;
+pub(super) const SNAPSHOT: u64 = 1;
 
 pub struct Local {
     profile: Profile,
@@ -73,15 +74,19 @@ impl Local {
         }
         self.live().insert(session.clone());
         let live = self.live.clone();
+        let resyncing = Arc::new(std::sync::atomic::AtomicBool::new(attaching));
         let link = Link {
             session: session.clone(),
-            sender: Sender::Local(handle.inputs),
+            sender: Sender::Local {
+                inputs: handle.inputs,
+                resyncing: resyncing.clone(),
+            },
         };
         let opened = LinkEvent {
             session: session.clone(),
             incoming: Incoming::Opened { tag, link },
         };
-        tokio::spawn(forward(opened, output, events, attaching, move |id| {
+        tokio::spawn(forward(opened, output, events, resyncing, move |id| {
             live.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(id);
@@ -137,9 +142,10 @@ async fn forward(
     opened: LinkEvent,
     mut output: mpsc::Receiver<Outbound>,
     events: mpsc::Sender<LinkEvent>,
-    mut awaiting_snapshot: bool,
+    resyncing: Arc<std::sync::atomic::AtomicBool>,
     ended: impl FnOnce(&str),
 ) {
+    use std::sync::atomic::Ordering;
     let session = opened.session.clone();
     if events.send(opened).await.is_err() {
         ended(&session);
@@ -151,11 +157,13 @@ async fn forward(
     };
     'session: while let Some(item) = output.recv().await {
         let lines: Vec<bytes::Bytes> = match item {
-            Outbound::Line(line) | Outbound::Reply { line, .. } if !awaiting_snapshot => {
+            Outbound::Line(line) | Outbound::Reply { line, .. }
+                if !resyncing.load(Ordering::SeqCst) =>
+            {
                 vec![line]
             }
             Outbound::Snapshot { lines, .. } => {
-                awaiting_snapshot = false;
+                resyncing.store(false, Ordering::SeqCst);
                 // Segments whose concatenation is whole lines.
                 let mut joined = BytesMut::new();
                 for segment in lines {

@@ -92,7 +92,11 @@ impl std::fmt::Debug for Link {
 
 enum Sender {
     Daemon(mpsc::Sender<Bytes>),
-    Local(mpsc::Sender<crate::engine::Input>),
+    Local {
+        inputs: mpsc::Sender<crate::engine::Input>,
+        /// Set while the forwarder skips lines until the snapshot asked for.
+        resyncing: Arc<std::sync::atomic::AtomicBool>,
+    },
 }
 
 impl Link {
@@ -100,12 +104,33 @@ impl Link {
     pub async fn send(&self, op: Op) -> bool {
         match &self.sender {
             Sender::Daemon(lines) => lines.send(encode_line(&op)).await.is_ok(),
-            Sender::Local(inputs) => {
+            Sender::Local { inputs, .. } => {
                 let input = crate::engine::Input::Op {
                     client: crate::engine::SOLE_CLIENT,
                     op,
                 };
                 inputs.send(input).await.is_ok()
+            }
+        }
+    }
+
+    /// Asks for a fresh snapshot: what comes next is the session's state now (startup
+    /// batch, transcript, ...), then live events; events before it are skipped.
+    pub async fn resync(&self) -> bool {
+        match &self.sender {
+            Sender::Daemon(lines) => {
+                let attach = crate::protocol::DaemonOp::Attach {
+                    session: self.session.clone(),
+                    env: HashMap::new(),
+                };
+                lines.send(encode_line(&attach)).await.is_ok()
+            }
+            Sender::Local { inputs, resyncing } => {
+                resyncing.store(true, std::sync::atomic::Ordering::SeqCst);
+                let snapshot = crate::engine::Input::Snapshot {
+                    token: local::SNAPSHOT,
+                };
+                inputs.send(snapshot).await.is_ok()
             }
         }
     }

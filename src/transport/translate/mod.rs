@@ -72,6 +72,14 @@ pub enum Output {
     ModelView,
     Info(String),
     Error(String),
+    /// A tool call asks the client to read or write a file or run a command (ACP's
+    /// method and params, without `sessionId`); answer with `client_response`.
+    ClientRequest {
+        id: String,
+        call_id: Option<String>,
+        method: String,
+        params: serde_json::Value,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -368,6 +376,17 @@ impl Translator {
                     &text, id,
                 ))));
             }
+            Event::ClientRequest {
+                id,
+                call_id,
+                method,
+                params,
+            } => out.push(Output::ClientRequest {
+                id: id.clone(),
+                call_id: call_id.clone(),
+                method: method.clone(),
+                params: params.clone(),
+            }),
             Event::Plan { plan } => {
                 out.push(Output::Update(SessionUpdate::Plan {
                     entries: options::plan(plan),
