@@ -90,6 +90,27 @@ pub struct Config {
     /// `[mcp_servers.<name>]`: the MCP servers every session starts (`docs/mcp.md`).
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[websocket]`: the daemon's WebSocket server for dashboards (`docs/websocket.md`).
+    #[serde(default)]
+    pub websocket: WebSocketConfig,
+}
+
+/// `[websocket]`: where the daemon's WebSocket server listens (nothing listens unless
+/// `port` is set here or by `--server-config`) and who may use it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSocketConfig {
+    pub host: Option<String>,
+    /// 0 disables the server.
+    pub port: Option<u16>,
+    /// The environment variable holding the bearer token (default
+    /// `JUCODE_WEBSOCKET_TOKEN`).
+    pub token_env: Option<String>,
+    /// Origins allowed besides the server's own loopback ones, e.g.
+    /// `"https://dash.example"`.
+    pub allowed_origins: Option<Vec<String>>,
+    /// A connection whose unsent messages exceed this is cut off (default 8 MiB).
+    pub max_queue_bytes: Option<usize>,
 }
 
 /// `[daemon]`: how far a daemon client may fall behind before it is disconnected, and
@@ -259,6 +280,12 @@ impl LoadedConfig {
             let span = daemon.span();
             if let DeValue::Table(daemon) = daemon.get_mut() {
                 reader.prune::<DaemonConfig>("daemon", daemon, span, &[], Scope::Settings);
+            }
+        }
+        if let Some(websocket) = table.get_mut("websocket") {
+            let span = websocket.span();
+            if let DeValue::Table(websocket) = websocket.get_mut() {
+                reader.prune::<WebSocketConfig>("websocket", websocket, span, &[], Scope::Settings);
             }
         }
         let config = reader

@@ -89,6 +89,10 @@ struct ServeArgs {
 struct DaemonArgs {
     #[command(subcommand)]
     action: Option<DaemonAction>,
+    /// Serve the WebSocket API and dashboard: JSON or YAML with `host`, `port`,
+    /// `headless` (default 127.0.0.1:23254; port 0 disables). Overrides [websocket].
+    #[arg(long, value_name = "JSON|YAML")]
+    server_config: Option<String>,
     /// The socket to listen on or talk to (default as for `serve --socket`).
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -186,7 +190,10 @@ fn acp(args: AcpArgs) -> u8 {
             .socket
             .or_else(jucode_daemon::default_socket_path_from_env)
         {
-            Some(socket) => Backend::Daemon { socket },
+            Some(socket) => Backend::Daemon {
+                socket,
+                start: true,
+            },
             None => {
                 return fail(
                     "cannot find a place for the daemon socket: set JUCODE_HOME or --socket",
@@ -269,7 +276,16 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
                 let _ = std::fs::create_dir_all(dir);
             }
             init_logging(Some(&log_file), "info");
-            match daemon_cli::run_foreground(profile, &socket) {
+            let flags = match args
+                .server_config
+                .as_deref()
+                .map(jucode::transport::websocket::parse_server_flags)
+                .transpose()
+            {
+                Ok(flags) => flags,
+                Err(message) => return fail(&message),
+            };
+            match daemon_cli::run_foreground(profile, &socket, flags) {
                 Ok(()) => 0,
                 Err(err) => fail(&format!("daemon: {err}")),
             }

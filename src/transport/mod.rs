@@ -10,6 +10,7 @@
 //!   dialects).
 //! - `jsonrpc`: JSON-RPC 2.0 messages, shared by the two servers.
 //! - `acp`: `jucode acp`, the Agent Client Protocol on stdio.
+//! - `websocket`: the daemon's WebSocket server for dashboards, and the dashboard page.
 
 pub mod acp;
 pub mod daemon_cli;
@@ -18,3 +19,4 @@ pub mod link;
 pub mod shim;
 pub mod stdio;
 pub mod translate;
+pub mod websocket;

@@ -13,6 +13,7 @@ use super::session::{Barrier, Pending, Prompt, Session};
 use crate::protocol::{ApprovalMode, Frame, Op, SessionInfo, UserInput};
 use crate::transport::jsonrpc::{self, Message, RpcError};
 use crate::transport::link::{Backend, LinkEvent, Target};
+use crate::transport::translate;
 use crate::transport::translate::prompt::{self as blocks, PromptBlock};
 
 /// The ACP protocol version this agent speaks.
@@ -531,7 +532,9 @@ impl Connection {
                 };
                 session.permissions.remove(&call_id);
                 let cancelling = session.prompt.as_ref().is_some_and(|p| p.cancelled());
-                if let Some(op) = super::session::answer(&call_id, result, cancelling) {
+                let outcome = result.ok();
+                let answer = translate::permission_answer(&call_id, outcome.as_ref(), cancelling);
+                if let Some(op) = answer {
                     session.link.send(op).await;
                 }
             }

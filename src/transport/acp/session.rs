@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::{Value, json};
 
 use super::connection::{Connection, OpenKind, Outgoing};
-use crate::protocol::{Decision, Op};
+use crate::protocol::Op;
 use crate::transport::jsonrpc::{self, RpcError};
 use crate::transport::link::{Incoming, Link, LinkEvent};
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate, StopReason};
@@ -179,45 +179,6 @@ impl Session {
         }
         Some(prompt.id)
     }
-}
-
-/// The approve op for a permission answer; `None` when nothing is to be sent.
-pub(super) fn answer(
-    call_id: &str,
-    result: Result<Value, RpcError>,
-    cancelling: bool,
-) -> Option<Op> {
-    let deny = || {
-        Some(Op::Approve(crate::protocol::ApproveOp {
-            call_id: call_id.to_owned(),
-            decision: Decision::Deny,
-            always: false,
-            hunks: None,
-        }))
-    };
-    let outcome = match result {
-        Ok(result) => result.get("outcome").cloned().unwrap_or(Value::Null),
-        // The client could not ask: deny rather than leave the turn waiting, unless
-        // the turn is being cancelled anyway (the interrupt closes the request).
-        Err(_) if cancelling => return None,
-        Err(_) => return deny(),
-    };
-    let (decision, always) = match (
-        outcome.get("outcome").and_then(Value::as_str),
-        outcome.get("optionId").and_then(Value::as_str),
-    ) {
-        (Some("selected"), Some("allow_once")) => (Decision::Allow, false),
-        (Some("selected"), Some("allow_always")) => (Decision::Allow, true),
-        (Some("selected"), Some("reject_once" | "reject_always")) => (Decision::Deny, false),
-        (Some("cancelled"), _) if cancelling => return None,
-        _ => return deny(),
-    };
-    Some(Op::Approve(crate::protocol::ApproveOp {
-        call_id: call_id.to_owned(),
-        decision,
-        always,
-        hunks: None,
-    }))
 }
 
 impl Connection {

@@ -10,26 +10,49 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Incoming, Link, LinkEvent, Sender, Target, parse_line};
 use crate::protocol::{DaemonEvent, DaemonOp, Event, OpenOp, SessionInfo, encode_line};
-use crate::transport::shim::connect::{ConnectError, ReadHalf, connect_checked};
+use crate::transport::shim::connect::{ConnectError, ReadHalf, WriteHalf, connect_checked};
 
 /// Ops waiting to be written to one session's connection.
 const OP_QUEUE: usize = 64;
 
-async fn connection(
-    socket: &Path,
-) -> Result<(ReadHalf, super::super::shim::connect::WriteHalf), String> {
-    connect_checked(socket).await.map_err(|err| match err {
-        ConnectError::Unreachable(message) | ConnectError::Refused(message) => message,
-    })
+async fn connection(socket: &Path, start: bool) -> Result<(ReadHalf, WriteHalf), String> {
+    if start {
+        return connect_checked(socket).await.map_err(|err| match err {
+            ConnectError::Unreachable(message) | ConnectError::Refused(message) => message,
+        });
+    }
+    // Only a running daemon of this very build.
+    let stream = jucode_daemon::connect(socket)
+        .await
+        .map_err(|err| format!("the jucode daemon does not answer: {err}"))?;
+    let (reader, writer) = tokio::io::split(stream);
+    let mut reader = tokio::io::BufReader::new(reader);
+    let mut line = Vec::new();
+    let read = tokio::time::timeout(
+        crate::transport::shim::HELLO_TIMEOUT,
+        reader.read_until(b'\n', &mut line),
+    )
+    .await;
+    let hello: Option<crate::protocol::Hello> = match read {
+        Ok(Ok(n)) if n > 0 => serde_json::from_slice(&line).ok(),
+        _ => None,
+    };
+    match hello {
+        Some(hello) if hello.build.as_deref() == Some(crate::protocol::BUILD_ID) => {
+            Ok((reader, writer))
+        }
+        _ => Err("the jucode daemon did not say hello as this build".into()),
+    }
 }
 
 pub(super) async fn connect(
     socket: &Path,
+    start: bool,
     target: Target,
     events: mpsc::Sender<LinkEvent>,
     tag: u64,
 ) -> Result<(), String> {
-    let (mut reader, mut writer) = connection(socket).await?;
+    let (mut reader, mut writer) = connection(socket, start).await?;
     let request = match target {
         Target::Open { cwd, env } => DaemonOp::Open(OpenOp {
             cwd: Some(cwd),
@@ -130,8 +153,8 @@ pub(super) async fn connect(
     Ok(())
 }
 
-pub(super) async fn list(socket: &Path) -> Result<Vec<SessionInfo>, String> {
-    let (mut reader, mut writer) = connection(socket).await?;
+pub(super) async fn list(socket: &Path, start: bool) -> Result<Vec<SessionInfo>, String> {
+    let (mut reader, mut writer) = connection(socket, start).await?;
     writer
         .write_all(&encode_line(&DaemonOp::Sessions))
         .await

@@ -34,8 +34,10 @@ pub const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60)
 /// Where sessions run.
 #[derive(Clone)]
 pub enum Backend {
-    /// In the daemon at this socket (started on demand).
-    Daemon { socket: PathBuf },
+    /// In the daemon at this socket; `start`: start one when none answers (a client
+    /// process), or not (the daemon's own WebSocket server, which must never start a
+    /// second daemon while the first is stopping).
+    Daemon { socket: PathBuf, start: bool },
     /// In this process.
     InProcess(Arc<Local>),
 }
@@ -149,7 +151,9 @@ impl Backend {
     ) -> Result<(), String> {
         let connecting = async {
             match self {
-                Backend::Daemon { socket } => daemon::connect(socket, target, events, tag).await,
+                Backend::Daemon { socket, start } => {
+                    daemon::connect(socket, *start, target, events, tag).await
+                }
                 Backend::InProcess(local) => local.connect(target, events, tag).await,
             }
         };
@@ -166,7 +170,7 @@ impl Backend {
     /// The sessions one could attach to: running ones first, then saved ones.
     pub async fn list(&self) -> Result<Vec<SessionInfo>, String> {
         match self {
-            Backend::Daemon { socket } => daemon::list(socket).await,
+            Backend::Daemon { socket, start } => daemon::list(socket, *start).await,
             Backend::InProcess(local) => Ok(local.list().await),
         }
     }

@@ -576,6 +576,43 @@ impl Translator {
     }
 }
 
+/// The `approve` op for a client's answer to `session/request_permission` (`outcome`:
+/// its result, `None` when it answered with an error); `None` when nothing is to be
+/// sent. A `cancelled` outcome or an error while the turn is being cancelled sends
+/// nothing (the interrupt closes the request); otherwise anything but an allow denies,
+/// so a turn never waits on an answer that will not come.
+pub fn permission_answer(
+    call_id: &str,
+    outcome: Option<&serde_json::Value>,
+    cancelling: bool,
+) -> Option<crate::protocol::Op> {
+    let approve = |decision, always| {
+        Some(crate::protocol::Op::Approve(crate::protocol::ApproveOp {
+            call_id: call_id.to_owned(),
+            decision,
+            always,
+            hunks: None,
+        }))
+    };
+    let deny = || approve(crate::protocol::Decision::Deny, false);
+    let Some(result) = outcome else {
+        return if cancelling { None } else { deny() };
+    };
+    let outcome = result.get("outcome");
+    let kind = outcome
+        .and_then(|o| o.get("outcome"))
+        .and_then(|o| o.as_str());
+    let option = outcome
+        .and_then(|o| o.get("optionId"))
+        .and_then(|o| o.as_str());
+    match (kind, option) {
+        (Some("selected"), Some("allow_once")) => approve(crate::protocol::Decision::Allow, false),
+        (Some("selected"), Some("allow_always")) => approve(crate::protocol::Decision::Allow, true),
+        (Some("cancelled"), _) if cancelling => None,
+        _ => deny(),
+    }
+}
+
 /// The last update of a card: completed or failed, with what it produced.
 fn closed_card(
     call_id: &str,
