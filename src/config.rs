@@ -104,6 +104,27 @@ pub struct Config {
     pub web_fetch: WebFetchConfig,
     /// `[web_search]`: the search backend; without it `web_search` is not offered.
     pub web_search: Option<WebSearchConfig>,
+    /// `[websocket]`: the daemon's WebSocket server for dashboards (`docs/websocket.md`).
+    #[serde(default)]
+    pub websocket: WebSocketConfig,
+}
+
+/// `[websocket]`: where the daemon's WebSocket server listens (nothing listens unless
+/// `port` is set here or by `--server-config`) and who may use it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSocketConfig {
+    pub host: Option<String>,
+    /// 0 disables the server.
+    pub port: Option<u16>,
+    /// The environment variable holding the bearer token (default
+    /// `JUCODE_WEBSOCKET_TOKEN`).
+    pub token_env: Option<String>,
+    /// Origins allowed besides the server's own loopback ones, e.g.
+    /// `"https://dash.example"`.
+    pub allowed_origins: Option<Vec<String>>,
+    /// A connection whose unsent messages exceed this is cut off (default 8 MiB).
+    pub max_queue_bytes: Option<usize>,
 }
 
 /// `[agents]`: how subagents may be used.
@@ -292,24 +313,10 @@ impl LoadedConfig {
         {
             table.remove("web_search");
         }
-        if let Some(daemon) = table.get_mut("daemon") {
-            let span = daemon.span();
-            if let DeValue::Table(daemon) = daemon.get_mut() {
-                reader.prune::<DaemonConfig>("daemon", daemon, span, &[], Scope::Settings);
-            }
-        }
-        if let Some(hooks) = table.get_mut("hooks") {
-            let span = hooks.span();
-            if let DeValue::Table(hooks) = hooks.get_mut() {
-                reader.prune::<hooks::HooksConfig>("hooks", hooks, span, &[], Scope::Settings);
-            }
-        }
-        if let Some(agents) = table.get_mut("agents") {
-            let span = agents.span();
-            if let DeValue::Table(agents) = agents.get_mut() {
-                reader.prune::<AgentsConfig>("agents", agents, span, &[], Scope::Settings);
-            }
-        }
+        reader.prune_table::<DaemonConfig>(table, "daemon");
+        reader.prune_table::<hooks::HooksConfig>(table, "hooks");
+        reader.prune_table::<AgentsConfig>(table, "agents");
+        reader.prune_table::<WebSocketConfig>(table, "websocket");
         let config = reader
             .prune::<Config>("", table, span, &[], Scope::Settings)
             .unwrap_or_default();
@@ -459,6 +466,17 @@ impl<'t> Reader<'t> {
         }
         for name in dropped {
             providers.remove(name.as_str());
+        }
+    }
+
+    /// Prunes the settings table `name` of the top level, if there is one (see
+    /// [`Self::prune`]).
+    fn prune_table<T: DeserializeOwned>(&mut self, table: &mut DeTable<'_>, name: &str) {
+        if let Some(value) = table.get_mut(name) {
+            let span = value.span();
+            if let DeValue::Table(inner) = value.get_mut() {
+                self.prune::<T>(name, inner, span, &[], Scope::Settings);
+            }
         }
     }
 

@@ -77,6 +77,21 @@ enum Command {
     Schema,
     /// List the saved sessions (newest first, this directory's first), or remove one.
     Sessions(SessionsArgs),
+    /// Speak the Agent Client Protocol (ACP v1, JSON-RPC on stdin/stdout) for editors.
+    ///
+    /// Sessions run in the jucode daemon (started if none runs), so another client can
+    /// attach to them (`jucode serve --session ID`); --in-process runs them here.
+    Acp(AcpArgs),
+}
+
+#[derive(clap::Args)]
+struct AcpArgs {
+    /// Run the sessions inside this process instead of in the daemon.
+    #[arg(long)]
+    in_process: bool,
+    /// The daemon's socket (default as for `serve --socket`).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -117,6 +132,10 @@ struct ServeArgs {
 struct DaemonArgs {
     #[command(subcommand)]
     action: Option<DaemonAction>,
+    /// Serve the WebSocket API and dashboard: JSON or YAML with `host`, `port`,
+    /// `headless` (default 127.0.0.1:23254; port 0 disables). Overrides [websocket].
+    #[arg(long, value_name = "JSON|YAML")]
+    server_config: Option<String>,
     /// The socket to listen on or talk to (default as for `serve --socket`).
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -144,6 +163,10 @@ fn main() -> ExitCode {
         Some(Command::Sessions(args)) => {
             init_logging(cli.log_file.as_deref(), "warn");
             sessions(args)
+        }
+        Some(Command::Acp(args)) => {
+            init_logging(cli.log_file.as_deref(), "warn");
+            acp(args)
         }
         None if cli.headless.headless => {
             init_logging(cli.log_file.as_deref(), "warn");
@@ -232,6 +255,34 @@ fn headless(args: HeadlessArgs) -> u8 {
     }
 }
 
+fn acp(args: AcpArgs) -> u8 {
+    use jucode::transport::link::{Backend, Local};
+    let profile = match Profile::resolve() {
+        Ok(profile) => profile,
+        Err(message) => return fail(&message),
+    };
+    let attachments = profile.dir.join("attachments");
+    let backend = if args.in_process {
+        Backend::InProcess(std::sync::Arc::new(Local::new(profile)))
+    } else {
+        match args
+            .socket
+            .or_else(jucode_daemon::default_socket_path_from_env)
+        {
+            Some(socket) => Backend::Daemon {
+                socket,
+                start: true,
+            },
+            None => {
+                return fail(
+                    "cannot find a place for the daemon socket: set JUCODE_HOME or --socket",
+                );
+            }
+        }
+    };
+    jucode::transport::acp::run(backend, attachments)
+}
+
 fn sessions(args: SessionsArgs) -> u8 {
     let profile = match Profile::resolve() {
         Ok(profile) => profile,
@@ -304,7 +355,16 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
                 let _ = std::fs::create_dir_all(dir);
             }
             init_logging(Some(&log_file), "info");
-            match daemon_cli::run_foreground(profile, &socket) {
+            let flags = match args
+                .server_config
+                .as_deref()
+                .map(jucode::transport::websocket::parse_server_flags)
+                .transpose()
+            {
+                Ok(flags) => flags,
+                Err(message) => return fail(&message),
+            };
+            match daemon_cli::run_foreground(profile, &socket, flags) {
                 Ok(()) => 0,
                 Err(err) => fail(&format!("daemon: {err}")),
             }

@@ -51,6 +51,9 @@ pub struct DaemonOptions {
     /// How often to check that the socket file is still this daemon's; the daemon
     /// stops once it was removed or replaced.
     pub socket_check: Duration,
+    /// Told once the socket listens, so that servers riding on the daemon (its
+    /// WebSocket server) start only when their connections to it can succeed.
+    pub on_listening: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl DaemonOptions {
@@ -66,6 +69,7 @@ impl DaemonOptions {
             stop_grace: Duration::from_secs(3),
             inherited: None,
             socket_check: Duration::from_secs(5),
+            on_listening: None,
         }
     }
 
@@ -149,6 +153,9 @@ pub async fn run<H: Host>(
         owned_socket,
     } = listener::bind(&options.socket, options.inherited).await?;
     notify_ready();
+    if let Some(listening) = options.on_listening {
+        let _ = listening.send(());
+    }
     tracing::info!(socket = %options.socket.display(), pid = std::process::id(), "daemon listening");
 
     let shared = Arc::new(Shared {

@@ -59,6 +59,7 @@ impl TurnContext {
             self.emit(Event::ToolStart {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
+                arguments: parse_arguments(&call.arguments).ok(),
             })
             .await;
             let outcome = tokio::select! {
@@ -147,6 +148,7 @@ impl TurnContext {
             Err(message) => return ToolOutput::error(format!("{}: {message}", call.name)),
         };
         let mut ctx = self.tool_context();
+        ctx.delegate = self.delegation.for_call(&call.id);
         let assessment = match tool.assess(&args, &ctx).await {
             Ok(assessment) => assessment,
             Err(output) => return output,
@@ -246,6 +248,7 @@ impl TurnContext {
             cancel: self.cancel.child_token(),
             progress: Default::default(),
             hunks: None,
+            delegate: None,
         }
     }
 

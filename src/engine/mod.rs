@@ -13,6 +13,7 @@ mod calls;
 pub mod commands;
 mod compaction;
 mod deferred;
+pub mod delegate;
 mod emitter;
 mod goal;
 pub mod library;

@@ -27,6 +27,9 @@ pub struct ToolContext {
     pub progress: Progress,
     /// For edits approved hunk by hunk: the hunk ids to apply. `None` = the whole call.
     pub hunks: Option<Vec<String>>,
+    /// The client that serves file reads, writes and commands for the session, if one
+    /// does (see `delegate`).
+    pub delegate: Option<super::delegate::ToolDelegate>,
 }
 
 impl ToolContext {
@@ -42,6 +45,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             progress: Progress::default(),
             hunks: None,
+            delegate: None,
         }
     }
 }

@@ -34,7 +34,7 @@ use super::project::{HookEvent, Project};
 use super::store::{EntryBody, EntryId, Prepared};
 use super::tokens::{self, context_limit};
 use super::tools::ToolRegistry;
-use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput};
+use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput, notices};
 
 /// Retry delays never exceed this, whatever `retry-after` says: a front-end would show
 /// a frozen turn otherwise.
@@ -72,6 +72,8 @@ pub struct TurnContext {
     pub track: Track,
     /// The session's subagents.
     pub agents: Arc<Hub>,
+    /// The client serving file access and commands, if any.
+    pub delegation: super::delegate::Delegation,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,11 +176,14 @@ impl TurnContext {
                 return end;
             }
             if calls.is_empty() {
-                if reply.finish == Some(FinishReason::Length) {
-                    self.emit(Event::info(
-                        "the reply was cut off: the model reached its output token limit",
-                    ))
-                    .await;
+                match reply.finish {
+                    Some(FinishReason::Length) => {
+                        self.emit(Event::info(notices::REPLY_CUT_OFF)).await;
+                    }
+                    Some(FinishReason::ContentFilter) => {
+                        self.emit(Event::info(notices::REPLY_REFUSED)).await;
+                    }
+                    _ => {}
                 }
                 return TurnEnd::Completed;
             }

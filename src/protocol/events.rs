@@ -86,6 +86,11 @@ pub enum Event {
     ToolStart {
         call_id: String,
         name: String,
+        /// jucode addition: the call's arguments as the model gave them (an object), so
+        /// a front-end can title the card and show what the call will touch; absent
+        /// when they are not a JSON object (the call then fails with that error).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<serde_json::Value>,
     },
     /// Output the call produced since its previous update.
     ToolUpdate {
@@ -218,6 +223,17 @@ pub enum Event {
         title: String,
         markdown: String,
         status: PlanStatus,
+    },
+    /// jucode addition: a tool call asks the client that serves them (see the
+    /// `client_capabilities` op) to read or write a file or to run a command, with ACP's
+    /// method names and params (without `sessionId`). Sent to that client only; answer
+    /// with `client_response`.
+    ClientRequest {
+        id: String,
+        /// The tool call it serves.
+        call_id: Option<String>,
+        method: String,
+        params: serde_json::Value,
     },
 }
 

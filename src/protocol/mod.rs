@@ -8,6 +8,7 @@
 //! fan-out only ever copy that handle, never the JSON.
 
 mod events;
+pub mod notices;
 mod ops;
 pub mod schema;
 mod values;

@@ -82,6 +82,24 @@ pub enum Op {
         name: String,
         enabled: bool,
     },
+    /// jucode addition: this client serves the session's file reads and writes and its
+    /// shell commands (an editor's buffers and terminals); all `false` stops it.
+    ClientCapabilities {
+        #[serde(default)]
+        read_text_file: bool,
+        #[serde(default)]
+        write_text_file: bool,
+        #[serde(default)]
+        terminal: bool,
+    },
+    /// jucode addition: the answer to a `client_request`: `result`, or `error`.
+    ClientResponse {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// Ends the session (in process: the process).
     Shutdown,
 }

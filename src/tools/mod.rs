@@ -23,6 +23,7 @@
 
 mod args;
 mod bash;
+mod delegated;
 pub mod diff;
 mod edit_file;
 mod exec;
@@ -64,9 +65,11 @@ pub fn register_chat(registry: &mut ToolRegistry) {
 /// Registers every tool: the read-only ones, `bash`, `write_file` and `edit_file`.
 pub fn register_all(registry: &mut ToolRegistry) {
     register_read_only(registry);
-    registry.register(Bash);
-    registry.register(WriteFile);
-    registry.register(EditFile);
+    // Through the client that serves the session's files and commands, when one does.
+    registry.register(delegated::Delegated::read(ReadFile));
+    registry.register(delegated::Delegated::shell(Bash));
+    registry.register(delegated::Delegated::write(WriteFile));
+    registry.register(delegated::Delegated::edit(EditFile));
 }
 
 /// Runs `job` on the blocking pool and turns a panic or a cancelled turn into an error

@@ -12,7 +12,13 @@ use crate::host::EngineHost;
 use crate::protocol::{BUILD_ID, DaemonEvent, DaemonOp, DaemonStatus, VERSION, encode_line};
 
 /// Runs the daemon until SIGTERM, SIGINT or a `daemon_stop` op; then stops gracefully.
-pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
+/// `server_flags` (`--server-config`) and `[websocket]` say whether and where its
+/// WebSocket server listens.
+pub fn run_foreground(
+    profile: Profile,
+    socket: &Path,
+    server_flags: Option<crate::transport::websocket::ServerFlags>,
+) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("jucode-daemon")
@@ -22,6 +28,21 @@ pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
         tracing::error!("{problem}");
     }
     let limits = loaded.config.daemon;
+    let token_file = std::fs::read_to_string(profile.dir.join("websocket.token")).ok();
+    let websocket = match crate::transport::websocket::ServerConfig::resolve(
+        &loaded.config.websocket,
+        server_flags.as_ref(),
+        |name| std::env::var(name).ok(),
+        token_file,
+    ) {
+        Ok(websocket) => websocket,
+        Err(why) => {
+            // The daemon serves its socket all the same; only the exposure is refused.
+            tracing::error!("{why}; the WebSocket server is not started");
+            eprintln!("jucode: {why}; the WebSocket server is not started");
+            None
+        }
+    };
     runtime.block_on(async move {
         let mut options = jucode_daemon::DaemonOptions::new(socket).with_systemd_listener()?;
         options.version = VERSION.to_owned();
@@ -36,7 +57,34 @@ pub fn run_foreground(profile: Profile, socket: &Path) -> std::io::Result<()> {
             options.max_clients = clients.max(1);
         }
         let host = Arc::new(EngineHost::new(profile));
+        let web_stop = tokio_util::sync::CancellationToken::new();
+        if let Some(config) = websocket {
+            let (listening, ready) = tokio::sync::oneshot::channel();
+            options.on_listening = Some(listening);
+            let backend = crate::transport::link::Backend::Daemon {
+                socket: socket.to_path_buf(),
+                start: false,
+            };
+            let stop = web_stop.clone();
+            tokio::spawn(async move {
+                if ready.await.is_err() {
+                    return;
+                }
+                match crate::transport::websocket::bind(&config).await {
+                    Ok(listener) => {
+                        crate::transport::websocket::serve(listener, config, backend, stop).await;
+                    }
+                    Err(err) => tracing::error!(
+                        %err,
+                        host = %config.host,
+                        port = config.port,
+                        "the WebSocket server cannot listen"
+                    ),
+                }
+            });
+        }
         let served = jucode_daemon::run(host, options, stop_signal()).await;
+        web_stop.cancel();
         // Sessions have ended; their files' writers finish what they were given.
         crate::sessions::flush_all(std::time::Duration::from_secs(10)).await;
         served

@@ -261,7 +261,7 @@ impl Agents {
             }
             Event::AssistantDelta { delta } => record.items.assistant_delta(&delta),
             Event::Retrying { .. } => set(record, activity::RETRYING),
-            Event::ToolStart { call_id, name } => {
+            Event::ToolStart { call_id, name, .. } => {
                 let input = self
                     .conversations
                     .get(id)

@@ -33,6 +33,9 @@ pub struct Spawn {
     pub cwd: PathBuf,
     pub env: Arc<HashMap<String, String>>,
     pub session_id: String,
+    /// Its parent's client delegation: an editor serves a subagent's files and commands
+    /// as it does the session's.
+    pub delegation: crate::engine::delegate::Delegation,
 }
 
 /// Starts agent `spawn.link.id`, recorded already (see `Agents::spawn`).
@@ -105,6 +108,7 @@ async fn run(hub: Arc<Hub>, spawn: Spawn, cancel: CancellationToken, inbox: Stee
             pending_write: Mutex::new(None),
             track: Track::Agent(link.clone()),
             agents: hub.clone(),
+            delegation: spawn.delegation.clone(),
         };
         let outcome = turn::run(ctx, input).await;
         // A message that came as the turn ended starts another one.

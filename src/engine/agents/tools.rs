@@ -189,6 +189,7 @@ impl TurnContext {
                 cwd: self.cwd.clone(),
                 env: self.env.clone(),
                 session_id: self.session_id.clone(),
+                delegation: self.delegation.clone(),
             },
         );
         if background {

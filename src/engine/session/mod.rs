@@ -174,6 +174,8 @@ struct Session {
     resumed: bool,
     /// The session's subagents' tasks.
     agents: Arc<Hub>,
+    /// The client serving file access and commands, if any.
+    delegation: crate::engine::delegate::Delegation,
 }
 
 enum Wake {
@@ -235,7 +237,9 @@ impl Session {
             params.agents_max_depth,
             system_prompt.clone(),
         );
+        let delegation = crate::engine::delegate::Delegation::new(emitter.clone());
         let mut session = Self {
+            delegation,
             agents,
             emitter,
             model,
@@ -304,6 +308,9 @@ impl Session {
                     Flow::Continue
                 }
                 Wake::Clients(Some(count)) => {
+                    if count == 0 {
+                        self.delegation.clear();
+                    }
                     self.clients_now = count;
                     self.clients_changed(count).await;
                     Flow::Continue
@@ -397,6 +404,26 @@ impl Session {
             Op::McpSet { name, server } => self.mcp_set(&name, server).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
             Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
+            Op::ClientCapabilities {
+                read_text_file,
+                write_text_file,
+                terminal,
+            } => {
+                let capabilities = crate::engine::delegate::Capabilities {
+                    read_text_file,
+                    write_text_file,
+                    terminal,
+                };
+                self.delegation.announce(self.origin, capabilities);
+            }
+            Op::ClientResponse { id, result, error } => {
+                let answer = match (result, error) {
+                    (_, Some(error)) => Err(error),
+                    (Some(result), None) => Ok(result),
+                    (None, None) => Ok(serde_json::Value::Null),
+                };
+                self.delegation.answer(&id, answer);
+            }
             Op::Shutdown => return Flow::Stop,
         }
         Flow::Continue
@@ -466,6 +493,7 @@ impl Session {
             pending_write: Mutex::new(None),
             track: Track::Main,
             agents: self.agents.clone(),
+            delegation: self.delegation.clone(),
         };
         let running = move |handle| RunningTurn {
             cancel,

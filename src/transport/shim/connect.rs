@@ -21,10 +21,10 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an idle old daemon gets to go away after `daemon_stop`.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(super) type ReadHalf = BufReader<tokio::io::ReadHalf<jucode_daemon::Stream>>;
-pub(super) type WriteHalf = tokio::io::WriteHalf<jucode_daemon::Stream>;
+pub(crate) type ReadHalf = BufReader<tokio::io::ReadHalf<jucode_daemon::Stream>>;
+pub(crate) type WriteHalf = tokio::io::WriteHalf<jucode_daemon::Stream>;
 
-pub(super) enum ConnectError {
+pub(crate) enum ConnectError {
     /// No usable daemon, and nothing was printed: the caller may run the session in
     /// process instead.
     Unreachable(String),
@@ -34,7 +34,7 @@ pub(super) enum ConnectError {
 }
 
 /// Connects and checks the daemon; returns the connection just after its `hello`.
-pub(super) async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf), ConnectError> {
+pub(crate) async fn connect_checked(socket: &Path) -> Result<(ReadHalf, WriteHalf), ConnectError> {
     let mut replaced = false;
     let mut attempt = 0;
     loop {

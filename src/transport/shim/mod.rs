@@ -21,7 +21,7 @@
 //! first, so no order of ops, EOF and startup can make the shim wait for a line that
 //! is not coming (a connection lost any other way is an `error` event and exit 1).
 
-mod connect;
+pub(crate) mod connect;
 mod stdin;
 
 use std::io::Write;

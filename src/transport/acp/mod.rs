@@ -1,0 +1,137 @@
+//! `jucode acp`: the Agent Client Protocol (stable version 1) on stdio, translated to
+//! serve-protocol sessions.
+//!
+//! stdin carries JSON-RPC 2.0 messages, one a line; stdout carries only ACP; logs go to
+//! stderr. Sessions run in the daemon by default (each on a link of its own, see
+//! `link`), or in this process with `--in-process`. The ACP `sessionId` is the
+//! session's id (`startup.session_id`, the daemon's `session`), so `jucode serve
+//! --session <id>` attaches to a session an editor started.
+//!
+//! # Layout
+//! - this file: the stdio threads (bounded line framing in, one writer out) and [`run`].
+//! - `connection`: the state of one ACP connection and its client requests.
+//! - `session`: one session's link events, translated, and the requests waiting on them.
+//!
+//! One task owns all of a connection's state and reacts to three sources in turn: client
+//! messages, the sessions' events, and the results of work done elsewhere (opening a
+//! link, listing, decoding attachments). No lock, and nothing waits inside a handler
+//! but for room in the bounded output.
+
+mod connection;
+mod session;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+use tokio_util::codec::Decoder;
+
+use crate::protocol::{Frame, LineCodec};
+use crate::transport::link::Backend;
+
+/// Client messages read but not yet handled.
+const INPUT_QUEUE: usize = 64;
+/// Messages for the client not yet written.
+const OUTPUT_QUEUE: usize = 1024;
+
+/// Serves ACP on this process's stdio until stdin ends. Returns the exit code.
+pub fn run(backend: Backend, attachments: PathBuf) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("jucode-acp")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("jucode: cannot start: {err}");
+            return 1;
+        }
+    };
+    let (frames_tx, frames) = mpsc::channel(INPUT_QUEUE);
+    let (out, lines) = mpsc::channel(OUTPUT_QUEUE);
+    let writer = spawn_writer(lines);
+    spawn_reader(frames_tx);
+    let in_process = matches!(backend, Backend::InProcess(_));
+    runtime.block_on(async move {
+        connection::Connection::new(backend, out, attachments)
+            .run(frames)
+            .await;
+        if in_process {
+            // The sessions ended with their links; their files finish writing.
+            crate::sessions::flush_all(std::time::Duration::from_secs(10)).await;
+        }
+    });
+    drop(runtime);
+    let _ = writer.join();
+    0
+}
+
+/// Reads stdin on its own thread: bounded lines, so one huge line costs at most the
+/// limit and is answered with an error instead of ending the connection.
+fn spawn_reader(frames: mpsc::Sender<Frame>) {
+    let spawned = std::thread::Builder::new()
+        .name("acp-stdin".into())
+        .spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut codec = LineCodec::new();
+            let mut buf = BytesMut::with_capacity(64 * 1024);
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                let read = match stdin.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(read) => read,
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(err) => {
+                        tracing::warn!(%err, "stdin read failed; treating it as end of input");
+                        break;
+                    }
+                };
+                buf.extend_from_slice(&chunk[..read]);
+                while let Ok(Some(frame)) = codec.decode(&mut buf) {
+                    if frames.blocking_send(frame).is_err() {
+                        return;
+                    }
+                }
+            }
+            while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
+                if frames.blocking_send(frame).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        eprintln!("jucode: cannot start the stdin reader: {err}");
+    }
+}
+
+/// Writes stdout on its own thread: every ready message in one write, then a flush, so
+/// nothing waits in a buffer while the connection is idle.
+fn spawn_writer(mut lines: mpsc::Receiver<Bytes>) -> std::thread::JoinHandle<()> {
+    let spawned = std::thread::Builder::new()
+        .name("acp-stdout".into())
+        .spawn(move || {
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+            let result = (|| -> std::io::Result<()> {
+                while let Some(line) = lines.blocking_recv() {
+                    out.write_all(&line)?;
+                    while let Ok(line) = lines.try_recv() {
+                        out.write_all(&line)?;
+                    }
+                    out.flush()?;
+                }
+                Ok(())
+            })();
+            if let Err(err) = result {
+                tracing::debug!(%err, "stdout closed");
+            }
+        });
+    match spawned {
+        Ok(handle) => handle,
+        Err(err) => {
+            eprintln!("jucode: cannot start the stdout writer: {err}");
+            std::process::exit(1)
+        }
+    }
+}

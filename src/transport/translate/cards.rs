@@ -1,0 +1,221 @@
+//! What a tool card shows: its kind, title, locations and content, from the tool's name
+//! and arguments (`tool_start.arguments`). The engine's tool names are the serve
+//! protocol's (`docs/serve-protocol.md`, Tools); anything else (MCP tools, tools added
+//! later) is `other` with its name as the title.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::updates::{ContentBlock, Location, ToolCallContent, ToolKind};
+
+/// The parts of a card known when the call starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Card {
+    pub name: String,
+    pub kind: ToolKind,
+    pub title: String,
+    pub locations: Vec<Location>,
+    /// What the call will do, when it can be shown before it runs (an edit's diff).
+    pub preview: Vec<ToolCallContent>,
+    pub arguments: Option<Value>,
+}
+
+/// The card of a call of `name` with `arguments`, paths resolved against `cwd`.
+pub fn card(name: &str, arguments: Option<&Value>, cwd: &str) -> Card {
+    let field = |key: &str| {
+        arguments
+            .and_then(|args| args.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let path = field("path").map(|path| absolute(cwd, &path));
+    let at = |path: &Option<String>| {
+        path.iter()
+            .map(|path| Location {
+                path: path.clone(),
+                line: None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let shown = |path: &Option<String>| path.clone().unwrap_or_default();
+    let (kind, title, locations, preview) = match name {
+        "read_file" => {
+            let line = arguments
+                .and_then(|args| args.get("offset"))
+                .and_then(Value::as_u64)
+                .and_then(|line| u32::try_from(line).ok());
+            let locations = path
+                .iter()
+                .map(|path| Location {
+                    path: path.clone(),
+                    line,
+                })
+                .collect();
+            (
+                ToolKind::Read,
+                format!("Read {}", shown(&path)),
+                locations,
+                vec![],
+            )
+        }
+        "list_dir" => (
+            ToolKind::Search,
+            format!("List {}", shown(&path)),
+            at(&path),
+            vec![],
+        ),
+        "grep" => {
+            let pattern = field("pattern").unwrap_or_default();
+            let within = path.clone().unwrap_or_else(|| cwd.to_owned());
+            (
+                ToolKind::Search,
+                format!("Search {pattern:?} in {within}"),
+                vec![],
+                vec![],
+            )
+        }
+        "bash" => {
+            let command = field("command").unwrap_or_default();
+            (shell_kind(&command), command, vec![], vec![])
+        }
+        "write_file" => {
+            let preview = path
+                .iter()
+                .map(|path| ToolCallContent::Diff {
+                    path: path.clone(),
+                    old_text: None,
+                    new_text: field("content").unwrap_or_default(),
+                })
+                .collect();
+            (
+                ToolKind::Edit,
+                format!("Write {}", shown(&path)),
+                at(&path),
+                preview,
+            )
+        }
+        "edit_file" => {
+            let preview = path
+                .iter()
+                .map(|path| ToolCallContent::Diff {
+                    path: path.clone(),
+                    old_text: field("old_string"),
+                    new_text: field("new_string").unwrap_or_default(),
+                })
+                .collect();
+            (
+                ToolKind::Edit,
+                format!("Edit {}", shown(&path)),
+                at(&path),
+                preview,
+            )
+        }
+        "web_fetch" => (
+            ToolKind::Fetch,
+            format!("Fetch {}", field("url").unwrap_or_default()),
+            vec![],
+            vec![],
+        ),
+        "web_search" => (
+            ToolKind::Fetch,
+            format!(
+                "Search the web for {:?}",
+                field("query").unwrap_or_default()
+            ),
+            vec![],
+            vec![],
+        ),
+        _ => (ToolKind::Other, name.to_owned(), vec![], vec![]),
+    };
+    Card {
+        name: name.to_owned(),
+        kind,
+        title: title.trim().to_owned(),
+        locations,
+        preview,
+        arguments: arguments.cloned(),
+    }
+}
+
+/// `rm` and `mv` as the whole command are deletes and moves; any other command (also
+/// one that merely contains them) executes.
+fn shell_kind(command: &str) -> ToolKind {
+    let simple = !command.contains(['|', ';', '&', '>', '<', '`', '$', '\n']);
+    match command.split_whitespace().next() {
+        Some("rm" | "rmdir") if simple => ToolKind::Delete,
+        Some("mv") if simple => ToolKind::Move,
+        _ => ToolKind::Execute,
+    }
+}
+
+fn absolute(cwd: &str, path: &str) -> String {
+    if Path::new(path).is_absolute() || path.starts_with('~') {
+        path.to_owned()
+    } else {
+        Path::new(cwd).join(path).display().to_string()
+    }
+}
+
+/// A card's text content.
+pub fn text(text: impl Into<String>) -> ToolCallContent {
+    ToolCallContent::Content {
+        content: ContentBlock::text(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_titles_and_locations() {
+        let read = card(
+            "read_file",
+            Some(&json!({"path": "src/a.rs", "offset": 3})),
+            "/p",
+        );
+        assert_eq!(read.kind, ToolKind::Read);
+        assert_eq!(read.title, "Read /p/src/a.rs");
+        assert_eq!(
+            read.locations,
+            vec![Location {
+                path: "/p/src/a.rs".into(),
+                line: Some(3)
+            }]
+        );
+        let edit = card(
+            "edit_file",
+            Some(&json!({"path": "/x", "old_string": "a", "new_string": "b"})),
+            "/p",
+        );
+        assert_eq!(edit.kind, ToolKind::Edit);
+        assert_eq!(
+            edit.preview,
+            vec![ToolCallContent::Diff {
+                path: "/x".into(),
+                old_text: Some("a".into()),
+                new_text: "b".into()
+            }]
+        );
+        assert_eq!(
+            card("bash", Some(&json!({"command": "rm -rf build"})), "/p").kind,
+            ToolKind::Delete
+        );
+        assert_eq!(
+            card("bash", Some(&json!({"command": "mv a b"})), "/p").kind,
+            ToolKind::Move
+        );
+        assert_eq!(
+            card("bash", Some(&json!({"command": "rm a && make"})), "/p").kind,
+            ToolKind::Execute
+        );
+        assert_eq!(card("grep", None, "/p").kind, ToolKind::Search);
+        let mcp = card("mcp__fs__read", None, "/p");
+        assert_eq!(
+            (mcp.kind, mcp.title.as_str()),
+            (ToolKind::Other, "mcp__fs__read")
+        );
+    }
+}

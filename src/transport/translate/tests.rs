@@ -1,0 +1,288 @@
+//! The translation rules on event sequences.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::protocol::UserMessageEvent;
+
+fn startup() -> Event {
+    Event::Startup {
+        version: "0".into(),
+        session_id: "0193abcd-0000".into(),
+        profile_dir: "/h".into(),
+        config_path: "/h/config.toml".into(),
+        cwd: "/p".into(),
+        model: "mock/m".into(),
+        context_window: 1000,
+    }
+}
+
+fn run(dialect: Dialect, events: &[Event]) -> Vec<Output> {
+    let mut translator = Translator::new(dialect);
+    events
+        .iter()
+        .flat_map(|event| translator.handle(event))
+        .collect()
+}
+
+fn updates(outputs: &[Output]) -> Vec<Value> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::Update(update) => Some(serde_json::to_value(update).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn status(status: SessionStatus) -> Event {
+    Event::status(status)
+}
+
+fn turn() -> Vec<Event> {
+    vec![
+        startup(),
+        Event::UserMessage(UserMessageEvent {
+            content: "hi".into(),
+            ..Default::default()
+        }),
+        status(SessionStatus::Streaming),
+        Event::Connecting,
+        Event::ReasoningDelta { delta: "hm".into() },
+        Event::AssistantStart,
+        Event::AssistantDelta { delta: "a".into() },
+        Event::AssistantDelta { delta: "b".into() },
+        Event::ToolStart {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            arguments: Some(json!({"command": "ls"})),
+        },
+        Event::ToolUpdate {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            output: "x\n".into(),
+        },
+        Event::ToolOutput {
+            call_id: "c1".into(),
+            name: "bash".into(),
+            output: "exit code: 0\nx\n".into(),
+            is_error: false,
+        },
+        Event::AssistantStart,
+        Event::AssistantDelta { delta: "c".into() },
+        Event::Usage(TurnUsage {
+            input_tokens: 10,
+            cached_input_tokens: 2,
+            output_tokens: 3,
+            reasoning_tokens: 1,
+        }),
+        Event::ContextUsage {
+            tokens: 42,
+            tokenizer: "o200k".into(),
+            cost: 0.5,
+        },
+        status(SessionStatus::Ready),
+    ]
+}
+
+#[test]
+fn an_acp_turn_has_stable_message_ids_and_closes_its_card() {
+    let outputs = run(Dialect::Acp, &turn());
+    let updates = updates(&outputs);
+    let kinds: Vec<&str> = updates
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "tool_call_update",
+            "agent_message_chunk",
+            "usage_update"
+        ]
+    );
+    assert_eq!(updates[1]["messageId"], updates[2]["messageId"]);
+    assert_ne!(updates[2]["messageId"], updates[6]["messageId"]);
+    assert_eq!(updates[3]["kind"], "execute");
+    assert_eq!(updates[3]["title"], "ls");
+    assert_eq!(updates[3]["status"], "in_progress");
+    assert_eq!(updates[3]["rawInput"], json!({"command": "ls"}));
+    assert_eq!(updates[5]["status"], "completed");
+    assert_eq!(
+        updates[7],
+        json!({"sessionUpdate":"usage_update","used":42,"size":1000,"cost":{"amount":0.5,"currency":"USD"}})
+    );
+    assert_eq!(
+        outputs.last(),
+        Some(&Output::Ended(TurnEnd {
+            stop: StopReason::EndTurn,
+            error: None
+        }))
+    );
+}
+
+#[test]
+fn a_dashboard_turn_reports_states_chunks_and_real_tokens() {
+    let updates = updates(&run(Dialect::Dashboard, &turn()));
+    let kinds: Vec<&str> = updates
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message",
+            "state_update",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "agent_message_chunk",
+            "tool_call_update",
+            "tool_call_content_chunk",
+            "tool_call_update",
+            "agent_message_chunk",
+            "usage_update",
+            "state_update"
+        ]
+    );
+    assert_eq!(updates[1]["state"], "running");
+    assert_eq!(updates[5]["status"], "in_progress");
+    assert_eq!(updates[7]["status"], "completed");
+    assert_eq!(updates[5]["toolCallId"], updates[7]["toolCallId"]);
+    assert_eq!(updates[9]["inputTokens"], 10);
+    assert_eq!(updates[9]["cachedInputTokens"], 2);
+    assert_eq!(updates[9]["outputTokens"], 3);
+    assert_eq!(updates[9]["reasoningTokens"], 1);
+    assert_eq!(
+        updates[10],
+        json!({"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"})
+    );
+}
+
+#[test]
+fn stop_reasons() {
+    let end = |events: Vec<Event>| {
+        run(Dialect::Acp, &events)
+            .into_iter()
+            .find_map(|output| match output {
+                Output::Ended(end) => Some(end),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let streaming = || vec![startup(), status(SessionStatus::Streaming)];
+    let mut cut = streaming();
+    cut.extend([
+        Event::info(notices::REPLY_CUT_OFF),
+        status(SessionStatus::Ready),
+    ]);
+    assert_eq!(end(cut).stop, StopReason::MaxTokens);
+    let mut refused = streaming();
+    refused.extend([
+        Event::info(notices::REPLY_REFUSED),
+        status(SessionStatus::Ready),
+    ]);
+    assert_eq!(end(refused).stop, StopReason::Refusal);
+    let mut failed = streaming();
+    failed.extend([
+        Event::error("model request failed: HTTP 400"),
+        status(SessionStatus::Ready),
+    ]);
+    let failed = end(failed);
+    assert_eq!(failed.stop, StopReason::Error);
+    assert_eq!(
+        failed.error.as_deref(),
+        Some("model request failed: HTTP 400")
+    );
+    let mut interrupted = streaming();
+    interrupted.push(status(SessionStatus::Interrupted));
+    assert_eq!(end(interrupted).stop, StopReason::Cancelled);
+}
+
+#[test]
+fn approvals_ask_and_close_and_an_ended_session_closes_everything() {
+    let mut translator = Translator::new(Dialect::Dashboard);
+    translator.handle(&startup());
+    translator.handle(&status(SessionStatus::Streaming));
+    translator.handle(&Event::ToolStart {
+        call_id: "c1".into(),
+        name: "edit_file".into(),
+        arguments: Some(json!({"path": "a.rs", "old_string": "x", "new_string": "y"})),
+    });
+    let asked = translator.handle(&Event::ApprovalRequest {
+        call_id: "c1".into(),
+        name: "edit_file".into(),
+        summary: "edit a.rs (+1 -1)".into(),
+        subagent_id: None,
+        hunks: None,
+    });
+    let Output::Ask { ask, .. } = &asked[0] else {
+        panic!("{asked:?}")
+    };
+    let ask = serde_json::to_value(ask).unwrap();
+    assert_eq!(ask["toolCall"]["title"], "edit a.rs (+1 -1)");
+    assert_eq!(ask["toolCall"]["kind"], "edit");
+    assert_eq!(
+        ask["toolCall"]["content"][0],
+        json!({"type":"diff","path":"/p/a.rs","oldText":"x","newText":"y"})
+    );
+    let ids: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    assert_eq!(updates(&asked)[0]["state"], "requires_action");
+    let ended = translator.end("the session ended");
+    let closed = updates(&ended);
+    assert_eq!(closed[0]["status"], "failed");
+    assert!(ended.contains(&Output::Closed {
+        call_id: "c1".into(),
+        resolution: Resolution::Interrupted
+    }));
+    assert_eq!(closed.last().unwrap()["stopReason"], "cancelled");
+    assert!(translator.end("again").is_empty());
+}
+
+#[test]
+fn a_transcript_is_replayed_once() {
+    let mut translator = Translator::new(Dialect::Acp);
+    translator.handle(&startup());
+    translator.replay_next_transcript = true;
+    let transcript = Event::Transcript {
+        items: vec![
+            crate::protocol::TranscriptItem::User(UserMessageEvent {
+                content: "q".into(),
+                ..Default::default()
+            }),
+            crate::protocol::TranscriptItem::Assistant {
+                content: "a".into(),
+            },
+            crate::protocol::TranscriptItem::Tool {
+                call_id: "c".into(),
+                name: "read_file".into(),
+                output: "1\tx".into(),
+                is_error: false,
+            },
+        ],
+    };
+    let replayed = updates(&translator.handle(&transcript));
+    let kinds: Vec<&str> = replayed
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user_message_chunk", "agent_message_chunk", "tool_call"]
+    );
+    assert_eq!(replayed[2]["status"], "completed");
+    assert!(translator.handle(&transcript).is_empty());
+}

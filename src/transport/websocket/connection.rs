@@ -1,0 +1,601 @@
+//! One dashboard connection: JSON-RPC requests over text frames, its sessions (each a
+//! link of its own), and a byte-bounded outbound queue that cuts a slow dashboard off.
+//!
+//! Like `acp`, one task owns the connection's state; requests that change a session
+//! are answered when the `/model` barrier comes back (see `acp::session`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{ApprovalMode, Op, UserInput};
+use crate::transport::jsonrpc::{self, Message as Rpc, RpcError};
+use crate::transport::link::{Backend, Incoming, Link, LinkEvent, Target};
+use crate::transport::translate::prompt::PromptBlock;
+use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
+use crate::transport::translate::{self, Dialect, Output, Translator};
+
+const EVENT_QUEUE: usize = 1024;
+
+/// Messages for the client, bounded by their bytes: pushing never waits, and a
+/// connection whose queue would pass the limit is cut off.
+#[derive(Clone)]
+struct Outbox {
+    tx: mpsc::UnboundedSender<Message>,
+    queued: Arc<AtomicUsize>,
+    max: usize,
+    cut: CancellationToken,
+}
+
+impl Outbox {
+    fn push(&self, mut line: bytes::Bytes) {
+        if self.cut.is_cancelled() {
+            return;
+        }
+        if line.last() == Some(&b'\n') {
+            line.truncate(line.len() - 1);
+        }
+        let size = line.len();
+        if self.queued.fetch_add(size, Ordering::SeqCst) + size > self.max && size < self.max {
+            tracing::warn!(max = self.max, "a dashboard fell behind; cutting it off");
+            self.cut.cancel();
+            return;
+        }
+        let text = String::from_utf8_lossy(&line).into_owned();
+        if self.tx.send(Message::text(text)).is_err() {
+            self.cut.cancel();
+        }
+    }
+}
+
+async fn write_loop(
+    mut sink: futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+    outbox: Outbox,
+) {
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = outbox.cut.cancelled() => break,
+            message = rx.recv() => match message {
+                Some(message) => message,
+                None => break,
+            },
+        };
+        let size = message.len();
+        let sent = tokio::select! {
+            () = outbox.cut.cancelled() => break,
+            sent = sink.send(message) => sent,
+        };
+        outbox.queued.fetch_sub(size, Ordering::SeqCst);
+        if sent.is_err() {
+            outbox.cut.cancel();
+            return;
+        }
+    }
+    // Say why, if the socket takes it within a second; then close.
+    let frame = if outbox.cut.is_cancelled() {
+        CloseFrame {
+            code: CloseCode::Policy,
+            reason: "this client fell too far behind; reconnect and attach to resume".into(),
+        }
+    } else {
+        CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        }
+    };
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        sink.send(Message::Close(Some(frame))),
+    )
+    .await;
+}
+
+enum Internal {
+    OpenFailed {
+        tag: u64,
+        error: String,
+    },
+    Listed {
+        id: Value,
+        result: Result<Vec<crate::protocol::SessionInfo>, String>,
+    },
+    PromptReady {
+        session: String,
+        id: Value,
+        result: Result<UserInput, String>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    New,
+    Attach,
+}
+
+enum Barrier {
+    Ready,
+    SetMode(Value),
+}
+
+struct Session {
+    link: Link,
+    tr: Translator,
+    pending: Option<(Value, Kind)>,
+    barriers: VecDeque<Barrier>,
+    permissions: HashMap<String, i64>,
+    closing: Option<Value>,
+    held: Vec<SessionUpdate>,
+    held_asks: Vec<(String, PermissionAsk)>,
+    cancelling: bool,
+}
+
+struct Dashboard {
+    backend: Backend,
+    out: Outbox,
+    sessions: HashMap<String, Session>,
+    opening: HashMap<u64, (Value, Kind)>,
+    next_tag: u64,
+    outgoing: HashMap<i64, Option<(String, String)>>,
+    next_request: i64,
+    events_tx: mpsc::Sender<LinkEvent>,
+    internal_tx: mpsc::Sender<Internal>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionRef {
+    session_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewSession {
+    #[serde(default)]
+    cwd: Option<std::path::PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptParams {
+    session_id: String,
+    prompt: Vec<PromptBlock>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetMode {
+    session_id: String,
+    mode_id: String,
+}
+
+pub async fn run(
+    ws: WebSocketStream<TcpStream>,
+    backend: Backend,
+    max_queue: usize,
+    stop: CancellationToken,
+) {
+    let (sink, mut source) = ws.split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let out = Outbox {
+        tx,
+        queued: Arc::default(),
+        max: max_queue,
+        cut: CancellationToken::new(),
+    };
+    let writer = tokio::spawn(write_loop(sink, rx, out.clone()));
+    let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
+    let (internal_tx, mut internal) = mpsc::channel(64);
+    let mut dash = Dashboard {
+        backend,
+        out: out.clone(),
+        sessions: HashMap::new(),
+        opening: HashMap::new(),
+        next_tag: 0,
+        outgoing: HashMap::new(),
+        next_request: 0,
+        events_tx,
+        internal_tx,
+    };
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = out.cut.cancelled() => break,
+            message = source.next() => match message {
+                Some(Ok(Message::Text(text))) => dash.on_text(text.as_bytes()).await,
+                Some(Ok(Message::Binary(_))) => {
+                    let error = RpcError::new(jsonrpc::INVALID_REQUEST, "Invalid Request: messages are text frames");
+                    dash.out.push(jsonrpc::error_response(&Value::Null, &error));
+                }
+                Some(Ok(Message::Close(_))) | None => break,
+                Some(Ok(_)) => {}
+                Some(Err(err)) => {
+                    // Too large a frame or message, or a broken stream: the connection
+                    // ends (the sessions go on in the daemon).
+                    tracing::debug!(%err, "dashboard read failed");
+                    break;
+                }
+            },
+            Some(event) = events.recv() => dash.on_link(event).await,
+            Some(done) = internal.recv() => dash.on_internal(done).await,
+        }
+    }
+    dash.sessions.clear();
+    drop(dash);
+    drop(out);
+    let _ = writer.await;
+}
+
+impl Dashboard {
+    fn reply(&self, id: &Value, result: Result<Value, RpcError>) {
+        self.out.push(match result {
+            Ok(result) => jsonrpc::response(id, &result),
+            Err(error) => jsonrpc::error_response(id, &error),
+        });
+    }
+
+    fn update(&self, session: &str, update: &SessionUpdate) {
+        let params = json!({"sessionId": session, "update": update});
+        self.out
+            .push(jsonrpc::notification("session/update", &params));
+    }
+
+    async fn on_text(&mut self, text: &[u8]) {
+        match jsonrpc::parse(text) {
+            Err(answer) => self.out.push(answer),
+            Ok(Rpc::Request { id, method, params }) => {
+                if let Err(error) = self.on_request(&id, &method, params).await {
+                    self.reply(&id, Err(error));
+                }
+            }
+            Ok(Rpc::Notification { method, params }) => {
+                if method == "session/cancel"
+                    && let Ok(params) = jsonrpc::params::<SessionRef>(params)
+                {
+                    self.cancel(&params.session_id).await;
+                }
+            }
+            Ok(Rpc::Response { id, result }) => self.on_response(&id, result).await,
+        }
+    }
+
+    fn session_mut(&mut self, id: &str) -> Result<&mut Session, RpcError> {
+        self.sessions
+            .get_mut(id)
+            .filter(|session| session.pending.is_none())
+            .ok_or_else(|| RpcError::unknown_session(id))
+    }
+
+    async fn on_request(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Value,
+    ) -> Result<(), RpcError> {
+        match method {
+            "initialize" => self.reply(
+                id,
+                Ok(json!({
+                    "protocolVersion": 2,
+                    "capabilities": {"session": {"list": {}, "attach": {}, "cancel": {}, "close": {}, "setMode": {}}, "permissions": {}},
+                    "info": {"name": "jucode", "title": "jucode", "version": crate::protocol::VERSION},
+                    "authMethods": []
+                })),
+            ),
+            "session/new" => {
+                let params: NewSession = jsonrpc::params(params)?;
+                let cwd = match params.cwd {
+                    Some(cwd) if cwd.is_absolute() => cwd,
+                    Some(_) => return Err(RpcError::invalid_params("cwd must be an absolute path")),
+                    None => std::env::var_os("HOME").map_or_else(|| "/".into(), Into::into),
+                };
+                let env = std::env::vars().collect();
+                self.open(id, Kind::New, Target::Open { cwd, env });
+            }
+            "session/attach" => {
+                let params: SessionRef = jsonrpc::params(params)?;
+                if self.sessions.contains_key(&params.session_id) {
+                    return Err(RpcError::new(jsonrpc::INVALID_REQUEST, "already attached to this session"));
+                }
+                let target = Target::Attach {
+                    id: params.session_id,
+                    env: std::env::vars().collect(),
+                };
+                self.open(id, Kind::Attach, target);
+            }
+            "session/list" => {
+                let (backend, done, id) = (self.backend.clone(), self.internal_tx.clone(), id.clone());
+                tokio::spawn(async move {
+                    let result = backend.list().await;
+                    let _ = done.send(Internal::Listed { id, result }).await;
+                });
+            }
+            "session/prompt" => {
+                let params: PromptParams = jsonrpc::params(params)?;
+                self.session_mut(&params.session_id)?;
+                let done = self.internal_tx.clone();
+                let id = id.clone();
+                let attachments = std::env::temp_dir().join("jucode-attachments");
+                tokio::task::spawn_blocking(move || {
+                    let result = translate::prompt::to_input(&params.prompt, &attachments);
+                    let _ = done.blocking_send(Internal::PromptReady {
+                        session: params.session_id,
+                        id,
+                        result,
+                    });
+                });
+            }
+            "session/cancel" => {
+                let params: SessionRef = jsonrpc::params(params)?;
+                self.session_mut(&params.session_id)?;
+                self.cancel(&params.session_id).await;
+                self.reply(id, Ok(json!({})));
+            }
+            "session/close" => {
+                let params: SessionRef = jsonrpc::params(params)?;
+                let session = self.session_mut(&params.session_id)?;
+                session.closing = Some(id.clone());
+                session.link.send(Op::Interrupt { index: None }).await;
+                session.link.send(Op::Shutdown).await;
+            }
+            "session/set_mode" => {
+                let params: SetMode = jsonrpc::params(params)?;
+                let mode = ApprovalMode::parse(&params.mode_id)
+                    .ok_or_else(|| RpcError::invalid_params(format!("unknown mode: {}", params.mode_id)))?;
+                let session = self.session_mut(&params.session_id)?;
+                session.link.send(Op::SetApprovalMode { mode }).await;
+                barrier(session, Barrier::SetMode(id.clone())).await;
+            }
+            _ => return Err(RpcError::method_not_found(method)),
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, id: &Value, kind: Kind, target: Target) {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.opening.insert(tag, (id.clone(), kind));
+        let (backend, events, done) = (
+            self.backend.clone(),
+            self.events_tx.clone(),
+            self.internal_tx.clone(),
+        );
+        tokio::spawn(async move {
+            if let Err(error) = backend.connect(target, events, tag).await {
+                let _ = done.send(Internal::OpenFailed { tag, error }).await;
+            }
+        });
+    }
+
+    async fn cancel(&mut self, name: &str) {
+        if let Some(session) = self.sessions.get_mut(name) {
+            session.cancelling = true;
+            session.link.send(Op::Interrupt { index: None }).await;
+        }
+    }
+
+    async fn on_response(&mut self, id: &Value, result: Result<Value, RpcError>) {
+        let Some(Some((name, call_id))) = id.as_i64().and_then(|id| self.outgoing.remove(&id))
+        else {
+            return;
+        };
+        let Some(session) = self.sessions.get_mut(&name) else {
+            return;
+        };
+        session.permissions.remove(&call_id);
+        let outcome = result.ok();
+        if let Some(op) =
+            translate::permission_answer(&call_id, outcome.as_ref(), session.cancelling)
+        {
+            session.link.send(op).await;
+        }
+    }
+
+    async fn on_internal(&mut self, done: Internal) {
+        match done {
+            Internal::OpenFailed { tag, error } => {
+                if let Some((id, _)) = self.opening.remove(&tag) {
+                    self.reply(&id, Err(RpcError::new(jsonrpc::RESOURCE_NOT_FOUND, error)));
+                }
+            }
+            Internal::Listed { id, result } => {
+                let result = result.map_err(RpcError::internal).map(|rows| {
+                    let sessions: Vec<Value> = rows
+                        .into_iter()
+                        .map(|row| {
+                            json!({
+                                "sessionId": row.session,
+                                "cwd": row.cwd,
+                                "status": if row.live { "active" } else { "saved" },
+                                "state": row.state,
+                                "title": row.label,
+                                "clients": row.clients,
+                                "live": row.live,
+                                "updatedAt": row.updated,
+                                "_meta": {}
+                            })
+                        })
+                        .collect();
+                    json!({"sessions": sessions, "_meta": {}})
+                });
+                self.reply(&id, result);
+            }
+            Internal::PromptReady {
+                session,
+                id,
+                result,
+            } => match result {
+                Ok(input) => match self.sessions.get_mut(&session) {
+                    Some(state) => {
+                        state.cancelling = false;
+                        state.link.send(Op::UserMessage(input)).await;
+                        self.reply(&id, Ok(json!({})));
+                    }
+                    None => self.reply(&id, Err(RpcError::unknown_session(&session))),
+                },
+                Err(message) => self.reply(&id, Err(RpcError::invalid_params(message))),
+            },
+        }
+    }
+
+    async fn on_link(&mut self, event: LinkEvent) {
+        let name = event.session;
+        match event.incoming {
+            Incoming::Opened { tag, link } => {
+                let Some((id, kind)) = self.opening.remove(&tag) else {
+                    return;
+                };
+                let mut tr = Translator::new(Dialect::Dashboard);
+                tr.replay_next_transcript = kind == Kind::Attach;
+                let mut session = Session {
+                    link,
+                    tr,
+                    pending: Some((id, kind)),
+                    barriers: VecDeque::new(),
+                    permissions: HashMap::new(),
+                    closing: None,
+                    held: Vec::new(),
+                    held_asks: Vec::new(),
+                    cancelling: false,
+                };
+                // The link's ops are written by a task of its own, so this wait is
+                // for room in its bounded queue only.
+                barrier(&mut session, Barrier::Ready).await;
+                self.sessions.insert(name, session);
+            }
+            Incoming::Event(event) => {
+                let Some(mut session) = self.sessions.remove(&name) else {
+                    return;
+                };
+                for output in session.tr.handle(&event) {
+                    self.apply(&name, &mut session, output);
+                }
+                self.sessions.insert(name, session);
+            }
+            Incoming::Closed(why) => {
+                let Some(mut session) = self.sessions.remove(&name) else {
+                    return;
+                };
+                for output in session.tr.end(&why) {
+                    self.apply(&name, &mut session, output);
+                }
+                if let Some((id, _)) = session.pending.take() {
+                    self.reply(
+                        &id,
+                        Err(RpcError::new(jsonrpc::RESOURCE_NOT_FOUND, why.clone())),
+                    );
+                }
+                for barrier in session.barriers.drain(..) {
+                    if let Barrier::SetMode(id) = barrier {
+                        self.reply(
+                            &id,
+                            Err(RpcError::internal(format!("the session ended: {why}"))),
+                        );
+                    }
+                }
+                for (_, request) in session.permissions.drain() {
+                    self.withdraw(request);
+                }
+                if let Some(id) = session.closing.take() {
+                    self.reply(&id, Ok(json!({})));
+                }
+            }
+        }
+    }
+
+    fn withdraw(&mut self, request: i64) {
+        self.outgoing.insert(request, None);
+        let params = json!({"requestId": request});
+        self.out
+            .push(jsonrpc::notification("$/cancel_request", &params));
+    }
+
+    fn ask(&mut self, name: &str, session: &mut Session, call_id: String, ask: PermissionAsk) {
+        let request = self.next_request;
+        self.next_request += 1;
+        let mut params = json!(ask);
+        params["sessionId"] = json!(name);
+        self.outgoing
+            .insert(request, Some((name.to_owned(), call_id.clone())));
+        session.permissions.insert(call_id, request);
+        self.out.push(jsonrpc::request(
+            &json!(request),
+            "session/request_permission",
+            &params,
+        ));
+    }
+
+    fn apply(&mut self, name: &str, session: &mut Session, output: Output) {
+        match output {
+            Output::Update(update) => match &session.pending {
+                // A new session's answer comes first (the seed's clients read it as the
+                // next message); an attached one's history comes before its answer.
+                Some((_, Kind::New)) => session.held.push(update),
+                _ => self.update(name, &update),
+            },
+            Output::Ask { call_id, ask } => {
+                if session.pending.is_some() {
+                    session.held_asks.push((call_id, ask));
+                } else {
+                    self.ask(name, session, call_id, ask);
+                }
+            }
+            Output::Closed { call_id, .. } => {
+                session.held_asks.retain(|(held, _)| *held != call_id);
+                if let Some(request) = session.permissions.remove(&call_id) {
+                    self.withdraw(request);
+                }
+            }
+            Output::Ended(_) => session.cancelling = false,
+            Output::ModelView => match session.barriers.pop_front() {
+                Some(Barrier::Ready) => {
+                    let Some((id, kind)) = session.pending.take() else {
+                        return;
+                    };
+                    let mut result = json!({
+                        "modes": translate::modes(session.tr.mode),
+                        "configOptions": translate::config_options(&session.tr),
+                    });
+                    if kind == Kind::New || kind == Kind::Attach {
+                        result["sessionId"] = json!(name);
+                    }
+                    self.reply(&id, Ok(result));
+                    for update in std::mem::take(&mut session.held) {
+                        self.update(name, &update);
+                    }
+                    for (call_id, ask) in std::mem::take(&mut session.held_asks) {
+                        self.ask(name, session, call_id, ask);
+                    }
+                }
+                Some(Barrier::SetMode(id)) => self.reply(&id, Ok(json!({}))),
+                None => {}
+            },
+            Output::Started { .. }
+            | Output::Info(_)
+            | Output::Error(_)
+            | Output::ClientRequest { .. } => {}
+        }
+    }
+}
+
+async fn barrier(session: &mut Session, barrier: Barrier) {
+    session.barriers.push_back(barrier);
+    session
+        .link
+        .send(Op::Command {
+            input: "/model".to_owned(),
+        })
+        .await;
+}
