@@ -126,6 +126,43 @@ pub fn card(name: &str, arguments: Option<&Value>, cwd: &str) -> Card {
             vec![],
             vec![],
         ),
+        // The engine's own tools: work on the session's plan and agents, not the machine.
+        "spawn_agent" => (
+            ToolKind::Think,
+            format!("Subagent {}", field("task_name").unwrap_or_default()),
+            vec![],
+            vec![],
+        ),
+        "wait_agents" => (
+            ToolKind::Think,
+            "Wait for subagents".to_owned(),
+            vec![],
+            vec![],
+        ),
+        "message_agent" => (
+            ToolKind::Think,
+            format!("Message {}", field("agent_id").unwrap_or_default()),
+            vec![],
+            vec![],
+        ),
+        "close_agent" => (
+            ToolKind::Think,
+            format!("Close {}", field("agent_id").unwrap_or_default()),
+            vec![],
+            vec![],
+        ),
+        "update_plan" => (
+            ToolKind::Think,
+            "Update the plan".to_owned(),
+            vec![],
+            vec![],
+        ),
+        "update_goal" => (
+            ToolKind::Think,
+            "Update the goal".to_owned(),
+            vec![],
+            vec![],
+        ),
         _ => (ToolKind::Other, name.to_owned(), vec![], vec![]),
     };
     Card {
@@ -216,6 +253,24 @@ mod tests {
         assert_eq!(
             (mcp.kind, mcp.title.as_str()),
             (ToolKind::Other, "mcp__fs__read")
+        );
+        let fetch = card(
+            "web_fetch",
+            Some(&json!({"url": "https://a.example/"})),
+            "/p",
+        );
+        assert_eq!(
+            (fetch.kind, fetch.title.as_str()),
+            (ToolKind::Fetch, "Fetch https://a.example/")
+        );
+        let spawn = card(
+            "spawn_agent",
+            Some(&json!({"task_name": "tests", "prompt": "run them"})),
+            "/p",
+        );
+        assert_eq!(
+            (spawn.kind, spawn.title.as_str()),
+            (ToolKind::Think, "Subagent tests")
         );
     }
 }
