@@ -78,6 +78,14 @@ pub trait McpServers: Send + Sync + 'static {
     /// The error is the `error` event's message; on error nothing changed.
     fn set(&self, name: &str, server: McpServerConfig) -> BoxFuture<'static, Result<(), String>>;
 
+    /// `mcp_set` with `persist: false`: validates, then (re)starts the server for this
+    /// session only (replacing a configured one of the same name while it lasts).
+    fn set_for_session(
+        &self,
+        name: &str,
+        server: McpServerConfig,
+    ) -> BoxFuture<'static, Result<(), String>>;
+
     /// `mcp_remove`: persists, then stops the server.
     fn remove(&self, name: &str) -> BoxFuture<'static, Result<(), String>>;
 

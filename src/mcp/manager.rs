@@ -66,9 +66,18 @@ struct Server {
     generation: u64,
     /// Stops the server's current task.
     stop: Option<CancellationToken>,
-    /// Defined by the trusted project's `.jucode/config.toml`, not the user's config:
-    /// the protocol's ops, which edit the user's config, leave it alone.
-    project: bool,
+    /// Where it is defined: only the user's config is edited by the protocol's ops.
+    origin: Origin,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The user's `config.toml`.
+    User,
+    /// The trusted project's `.jucode/config.toml`.
+    Project,
+    /// The client that opened the session (an editor's `mcpServers`): this session only.
+    Client,
 }
 
 pub(super) enum Status {
@@ -104,7 +113,7 @@ impl McpManager {
                     status,
                     generation: 0,
                     stop: None,
-                    project: false,
+                    origin: Origin::User,
                 };
                 (name, server)
             })
@@ -239,11 +248,39 @@ impl State {
         self.names = by_server;
     }
 
-    /// Refuses to change a project's server through the user's config.
+    /// Defines (or redefines) server `name`, then starts or stops it as it says.
+    fn put(&mut self, inner: &Arc<Inner>, name: &str, server: McpServerConfig, origin: Origin) {
+        let on = enabled(&server);
+        if let Some(old) = self.servers.get_mut(name) {
+            old.config = server;
+            old.origin = origin;
+        } else {
+            self.servers.insert(
+                name.to_owned(),
+                Server {
+                    config: server,
+                    status: Status::Disabled,
+                    generation: 0,
+                    stop: None,
+                    origin,
+                },
+            );
+        }
+        if on {
+            self.launch(inner, name);
+        } else {
+            self.stop(name);
+        }
+    }
+
+    /// Refuses to change a server the user's config does not define through it.
     fn editable(&self, name: &str) -> Result<(), String> {
-        match self.servers.get(name) {
-            Some(server) if server.project => Err(format!(
+        match self.servers.get(name).map(|server| server.origin) {
+            Some(Origin::Project) => Err(format!(
                 "MCP server {name} is defined by the project (.jucode/config.toml): change it there"
+            )),
+            Some(Origin::Client) => Err(format!(
+                "MCP server {name} was given by the client that opened this session, for this session only: change it there"
             )),
             _ => Ok(()),
         }
@@ -297,7 +334,7 @@ impl McpServers for McpManager {
                         status: Status::Disabled,
                         generation: 0,
                         stop: None,
-                        project: true,
+                        origin: Origin::Project,
                     },
                 );
                 if on {
@@ -386,28 +423,22 @@ impl McpServers for McpManager {
                 move |path| config::persist_set(path, &name, &server)
             })
             .await?;
-            inner.change(|state| {
-                let on = enabled(&server);
-                if let Some(old) = state.servers.get_mut(&name) {
-                    old.config = server;
-                } else {
-                    state.servers.insert(
-                        name.clone(),
-                        Server {
-                            config: server,
-                            status: Status::Disabled,
-                            generation: 0,
-                            stop: None,
-                            project: false,
-                        },
-                    );
-                }
-                if on {
-                    state.launch(&inner, &name);
-                } else {
-                    state.stop(&name);
-                }
-            });
+            inner.change(|state| state.put(&inner, &name, server, Origin::User));
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn set_for_session(
+        &self,
+        name: &str,
+        server: McpServerConfig,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        async move {
+            config::validate(&name, &server)?;
+            inner.change(|state| state.put(&inner, &name, server, Origin::Client));
             Ok(())
         }
         .boxed()

@@ -74,6 +74,10 @@ pub enum Op {
         name: String,
         #[serde(deserialize_with = "object_only")]
         server: McpServerConfig,
+        /// jucode addition: `false` adds the server to this session only, leaving the
+        /// config file alone (an editor's `mcpServers` over ACP). Default `true`.
+        #[serde(default = "persist_default", skip_serializing_if = "is_persisted")]
+        persist: bool,
     },
     McpRemove {
         name: String,
@@ -187,6 +191,14 @@ pub struct McpServerConfig {
     pub enabled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+}
+
+fn persist_default() -> bool {
+    true
+}
+
+fn is_persisted(persist: &bool) -> bool {
+    *persist
 }
 
 fn null_as_empty<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>

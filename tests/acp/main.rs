@@ -6,6 +6,7 @@ mod common;
 
 mod basics;
 mod delegation;
+mod mcp;
 mod permissions;
 mod sdk;
 mod sessions;

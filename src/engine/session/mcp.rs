@@ -99,8 +99,12 @@ impl Session {
         .await;
     }
 
-    pub(super) async fn mcp_set(&mut self, name: &str, server: McpServerConfig) {
-        let result = self.params.mcp.set(name, server).await;
+    pub(super) async fn mcp_set(&mut self, name: &str, server: McpServerConfig, persist: bool) {
+        let result = if persist {
+            self.params.mcp.set(name, server).await
+        } else {
+            self.params.mcp.set_for_session(name, server).await
+        };
         self.mcp_answer(result).await;
     }
 

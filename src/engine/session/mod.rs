@@ -401,7 +401,11 @@ impl Session {
             Op::AgentRuns => self.agent_runs().await,
             Op::SubagentTranscript { agent_id } => self.subagent_transcript(agent_id).await,
             Op::McpList => self.mcp_list().await,
-            Op::McpSet { name, server } => self.mcp_set(&name, server).await,
+            Op::McpSet {
+                name,
+                server,
+                persist,
+            } => self.mcp_set(&name, server, persist).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
             Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
             Op::ClientCapabilities {

@@ -44,6 +44,8 @@ pub(super) enum Internal {
 pub(super) struct Opening {
     pub id: Value,
     pub kind: OpenKind,
+    /// The editor's MCP servers, sent once the session is open.
+    pub mcp: Vec<Op>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,12 +133,16 @@ impl ClientCapabilities {
 #[serde(rename_all = "camelCase")]
 struct NewSession {
     cwd: PathBuf,
+    #[serde(default)]
+    mcp_servers: Option<Value>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SessionRef {
     session_id: String,
+    #[serde(default)]
+    mcp_servers: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -298,7 +304,7 @@ impl Connection {
                     "agentCapabilities": {
                         "loadSession": true,
                         "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-                        "mcpCapabilities": {"http": false, "sse": false},
+                        "mcpCapabilities": {"http": true, "sse": false},
                         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}}
                     },
                     "agentInfo": {"name": "jucode", "title": "jucode", "version": crate::protocol::VERSION},
@@ -312,17 +318,19 @@ impl Connection {
                 if !params.cwd.is_absolute() {
                     return Err(RpcError::invalid_params("cwd must be an absolute path"));
                 }
+                let mcp = super::mcp::ops(params.mcp_servers)?;
                 let target = Target::Open {
                     cwd: params.cwd,
                     env: std::env::vars().collect(),
                 };
-                self.open(id, OpenKind::New, target);
+                self.open(id, OpenKind::New, target, mcp);
             }
             "session/load" | "session/resume" => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 if !crate::sessions::valid_id(&params.session_id) {
                     return Err(RpcError::unknown_session(&params.session_id));
                 }
+                let mcp = super::mcp::ops(params.mcp_servers)?;
                 let kind = if method == "session/load" {
                     OpenKind::Load
                 } else {
@@ -341,6 +349,9 @@ impl Connection {
                     for request in session.restart(id.clone(), kind) {
                         self.withdraw(request).await;
                     }
+                    for op in mcp {
+                        session.link.send(op).await;
+                    }
                     session.link.resync().await;
                     session.barrier(Barrier::Ready).await;
                     self.sessions.insert(params.session_id, session);
@@ -350,7 +361,7 @@ impl Connection {
                     id: params.session_id,
                     env: std::env::vars().collect(),
                 };
-                self.open(id, kind, target);
+                self.open(id, kind, target, mcp);
             }
             "session/list" => {
                 let params: ListSessions = jsonrpc::params(params)?;
@@ -399,7 +410,7 @@ impl Connection {
         Ok(())
     }
 
-    fn open(&mut self, id: &Value, kind: OpenKind, target: Target) {
+    fn open(&mut self, id: &Value, kind: OpenKind, target: Target, mcp: Vec<Op>) {
         let tag = self.next_tag;
         self.next_tag += 1;
         self.opening.insert(
@@ -407,6 +418,7 @@ impl Connection {
             Opening {
                 id: id.clone(),
                 kind,
+                mcp,
             },
         );
         let backend = self.backend.clone();
@@ -599,8 +611,14 @@ impl Connection {
     }
 
     /// Registers a link that came up for `opening`.
-    pub fn adopt(&mut self, tag: u64, link: crate::transport::link::Link) -> Option<&mut Session> {
+    /// The session of an open that succeeded, with the ops it still has to send.
+    pub fn adopt(
+        &mut self,
+        tag: u64,
+        link: crate::transport::link::Link,
+    ) -> Option<(&mut Session, Vec<Op>)> {
         let opening = self.opening.remove(&tag)?;
+        let mcp = opening.mcp;
         let name = link.session.clone();
         let session = Session::new(
             link,
@@ -610,7 +628,7 @@ impl Connection {
             },
         );
         self.sessions.insert(name.clone(), session);
-        self.sessions.get_mut(&name)
+        self.sessions.get_mut(&name).map(|session| (session, mcp))
     }
 }
 

@@ -18,6 +18,7 @@
 //! but for room in the bounded output.
 
 mod connection;
+mod mcp;
 mod session;
 
 use std::io::{Read, Write};

@@ -187,8 +187,11 @@ impl Connection {
         match event.incoming {
             Incoming::Opened { tag, link } => {
                 let serves = self.client.op();
-                if let Some(session) = self.adopt(tag, link) {
+                if let Some((session, mcp)) = self.adopt(tag, link) {
                     if let Some(op) = serves {
+                        session.link.send(op).await;
+                    }
+                    for op in mcp {
                         session.link.send(op).await;
                     }
                     session.barrier(Barrier::Ready).await;
