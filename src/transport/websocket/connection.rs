@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ApprovalMode, Op, UserInput};
@@ -59,48 +59,65 @@ impl Outbox {
     }
 }
 
+/// Writes queued messages until every sender is gone (the connection ended), a close
+/// frame was sent, or the queue overflowed. It holds no sender itself, so it always ends.
 async fn write_loop(
     mut sink: futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>,
     mut rx: mpsc::UnboundedReceiver<Message>,
-    outbox: Outbox,
+    queued: Arc<AtomicUsize>,
+    cut: CancellationToken,
 ) {
     loop {
         let message = tokio::select! {
             biased;
-            () = outbox.cut.cancelled() => break,
+            () = cut.cancelled() => break,
             message = rx.recv() => match message {
                 Some(message) => message,
                 None => break,
             },
         };
+        if let Message::Close(_) = message {
+            // The connection's own last word (a reason to close it): nothing follows.
+            let _ = tokio::time::timeout(CLOSE_WRITE, sink.send(message)).await;
+            return;
+        }
         let size = message.len();
         let sent = tokio::select! {
-            () = outbox.cut.cancelled() => break,
+            () = cut.cancelled() => break,
             sent = sink.send(message) => sent,
         };
-        outbox.queued.fetch_sub(size, Ordering::SeqCst);
+        queued.fetch_sub(size, Ordering::SeqCst);
         if sent.is_err() {
-            outbox.cut.cancel();
+            cut.cancel();
             return;
         }
     }
-    // Say why, if the socket takes it within a second; then close.
-    let frame = if outbox.cut.is_cancelled() {
-        CloseFrame {
-            code: CloseCode::Policy,
-            reason: "this client fell too far behind; reconnect and attach to resume".into(),
-        }
+    // Say why, if the socket takes it in time (a client that reads nothing never makes
+    // room for it); then close.
+    let frame = if cut.is_cancelled() {
+        close_frame(
+            CloseCode::Policy,
+            "this client fell too far behind; reconnect and attach to resume",
+        )
     } else {
-        CloseFrame {
-            code: CloseCode::Normal,
-            reason: "".into(),
-        }
+        close_frame(CloseCode::Normal, "")
     };
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(1),
-        sink.send(Message::Close(Some(frame))),
-    )
-    .await;
+    let _ = tokio::time::timeout(CLOSE_WRITE, sink.send(Message::Close(Some(frame)))).await;
+}
+
+/// How long the last frame of a connection may take to write.
+const CLOSE_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A close frame; its reason cut to the 123 bytes a control frame has room for.
+fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    CloseFrame {
+        code,
+        reason: reason[..end].into(),
+    }
 }
 
 enum Internal {
@@ -195,7 +212,7 @@ pub async fn run(
         max: max_queue,
         cut: CancellationToken::new(),
     };
-    let writer = tokio::spawn(write_loop(sink, rx, out.clone()));
+    let writer = tokio::spawn(write_loop(sink, rx, out.queued.clone(), out.cut.clone()));
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let (internal_tx, mut internal) = mpsc::channel(64);
     let mut dash = Dashboard {
@@ -211,7 +228,10 @@ pub async fn run(
     };
     loop {
         tokio::select! {
-            () = stop.cancelled() => break,
+            () = stop.cancelled() => {
+                let _ = out.tx.send(Message::Close(Some(close_frame(CloseCode::Away, "the daemon is stopping"))));
+                break;
+            }
             () = out.cut.cancelled() => break,
             message = source.next() => match message {
                 Some(Ok(Message::Text(text))) => dash.on_text(text.as_bytes()).await,
@@ -223,8 +243,13 @@ pub async fn run(
                 Some(Ok(_)) => {}
                 Some(Err(err)) => {
                     // Too large a frame or message, or a broken stream: the connection
-                    // ends (the sessions go on in the daemon).
-                    tracing::debug!(%err, "dashboard read failed");
+                    // ends, saying why when the socket still takes it (the sessions go
+                    // on in the daemon).
+                    let code = read_failure(&err);
+                    tracing::info!(%err, "closing a dashboard connection");
+                    if let Some(code) = code {
+                        let _ = out.tx.send(Message::Close(Some(close_frame(code, &err.to_string()))));
+                    }
                     break;
                 }
             },
@@ -236,6 +261,16 @@ pub async fn run(
     drop(dash);
     drop(out);
     let _ = writer.await;
+}
+
+/// The close code for a failed read, when the peer may still hear it.
+fn read_failure(err: &tungstenite::Error) -> Option<CloseCode> {
+    match err {
+        tungstenite::Error::Capacity(_) => Some(CloseCode::Size),
+        tungstenite::Error::Protocol(_) => Some(CloseCode::Protocol),
+        tungstenite::Error::Utf8(_) => Some(CloseCode::Invalid),
+        _ => None,
+    }
 }
 
 impl Dashboard {
