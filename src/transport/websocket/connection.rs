@@ -1,24 +1,22 @@
-//! One dashboard connection: JSON-RPC requests over text frames, its sessions (each a
-//! link of its own), and a byte-bounded outbound queue that cuts a slow dashboard off.
+//! One dashboard connection: JSON-RPC requests over text frames and its sessions (each a
+//! link of its own); what it sends goes through its `outbox`.
 //!
 //! Like `acp`, one task owns the connection's state; requests that change a session
 //! are answered when the `/model` barrier comes back (see `acp::session`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
+use super::outbox::{Outbox, read_failure};
 use crate::protocol::{ApprovalMode, Op, UserInput};
 use crate::transport::jsonrpc::{self, Message as Rpc, RpcError};
 use crate::transport::link::{Backend, Incoming, Link, LinkEvent, Target};
@@ -27,98 +25,6 @@ use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
 use crate::transport::translate::{self, Dialect, Output, Translator};
 
 const EVENT_QUEUE: usize = 1024;
-
-/// Messages for the client, bounded by their bytes: pushing never waits, and a
-/// connection whose queue would pass the limit is cut off.
-#[derive(Clone)]
-struct Outbox {
-    tx: mpsc::UnboundedSender<Message>,
-    queued: Arc<AtomicUsize>,
-    max: usize,
-    cut: CancellationToken,
-}
-
-impl Outbox {
-    fn push(&self, mut line: bytes::Bytes) {
-        if self.cut.is_cancelled() {
-            return;
-        }
-        if line.last() == Some(&b'\n') {
-            line.truncate(line.len() - 1);
-        }
-        let size = line.len();
-        if self.queued.fetch_add(size, Ordering::SeqCst) + size > self.max && size < self.max {
-            tracing::warn!(max = self.max, "a dashboard fell behind; cutting it off");
-            self.cut.cancel();
-            return;
-        }
-        let text = String::from_utf8_lossy(&line).into_owned();
-        if self.tx.send(Message::text(text)).is_err() {
-            self.cut.cancel();
-        }
-    }
-}
-
-/// Writes queued messages until every sender is gone (the connection ended), a close
-/// frame was sent, or the queue overflowed. It holds no sender itself, so it always ends.
-async fn write_loop(
-    mut sink: futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>,
-    mut rx: mpsc::UnboundedReceiver<Message>,
-    queued: Arc<AtomicUsize>,
-    cut: CancellationToken,
-) {
-    loop {
-        let message = tokio::select! {
-            biased;
-            () = cut.cancelled() => break,
-            message = rx.recv() => match message {
-                Some(message) => message,
-                None => break,
-            },
-        };
-        if let Message::Close(_) = message {
-            // The connection's own last word (a reason to close it): nothing follows.
-            let _ = tokio::time::timeout(CLOSE_WRITE, sink.send(message)).await;
-            return;
-        }
-        let size = message.len();
-        let sent = tokio::select! {
-            () = cut.cancelled() => break,
-            sent = sink.send(message) => sent,
-        };
-        queued.fetch_sub(size, Ordering::SeqCst);
-        if sent.is_err() {
-            cut.cancel();
-            return;
-        }
-    }
-    // Say why, if the socket takes it in time (a client that reads nothing never makes
-    // room for it); then close.
-    let frame = if cut.is_cancelled() {
-        close_frame(
-            CloseCode::Policy,
-            "this client fell too far behind; reconnect and attach to resume",
-        )
-    } else {
-        close_frame(CloseCode::Normal, "")
-    };
-    let _ = tokio::time::timeout(CLOSE_WRITE, sink.send(Message::Close(Some(frame)))).await;
-}
-
-/// How long the last frame of a connection may take to write.
-const CLOSE_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// A close frame; its reason cut to the 123 bytes a control frame has room for.
-fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
-    let mut end = reason.len().min(123);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    CloseFrame {
-        code,
-        reason: reason[..end].into(),
-    }
-}
 
 enum Internal {
     OpenFailed {
@@ -205,14 +111,8 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let (sink, mut source) = ws.split();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let out = Outbox {
-        tx,
-        queued: Arc::default(),
-        max: max_queue,
-        cut: CancellationToken::new(),
-    };
-    let writer = tokio::spawn(write_loop(sink, rx, out.queued.clone(), out.cut.clone()));
+    let (out, writer) = Outbox::new(max_queue, sink);
+    let writer = tokio::spawn(writer);
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let (internal_tx, mut internal) = mpsc::channel(64);
     let mut dash = Dashboard {
@@ -229,10 +129,10 @@ pub async fn run(
     loop {
         tokio::select! {
             () = stop.cancelled() => {
-                let _ = out.tx.send(Message::Close(Some(close_frame(CloseCode::Away, "the daemon is stopping"))));
+                out.close(CloseCode::Away, "the daemon is stopping");
                 break;
             }
-            () = out.cut.cancelled() => break,
+            () = out.cut_off() => break,
             message = source.next() => match message {
                 Some(Ok(Message::Text(text))) => dash.on_text(text.as_bytes()).await,
                 Some(Ok(Message::Binary(_))) => {
@@ -248,7 +148,7 @@ pub async fn run(
                     let code = read_failure(&err);
                     tracing::info!(%err, "closing a dashboard connection");
                     if let Some(code) = code {
-                        let _ = out.tx.send(Message::Close(Some(close_frame(code, &err.to_string()))));
+                        out.close(code, &err.to_string());
                     }
                     break;
                 }
@@ -261,16 +161,6 @@ pub async fn run(
     drop(dash);
     drop(out);
     let _ = writer.await;
-}
-
-/// The close code for a failed read, when the peer may still hear it.
-fn read_failure(err: &tungstenite::Error) -> Option<CloseCode> {
-    match err {
-        tungstenite::Error::Capacity(_) => Some(CloseCode::Size),
-        tungstenite::Error::Protocol(_) => Some(CloseCode::Protocol),
-        tungstenite::Error::Utf8(_) => Some(CloseCode::Invalid),
-        _ => None,
-    }
 }
 
 impl Dashboard {
