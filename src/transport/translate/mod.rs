@@ -636,9 +636,11 @@ fn closed_card(
     if is_error || open.is_none_or(|open| open.terminal.is_none() && open.card.preview.is_empty()) {
         content.push(cards::text(output));
     }
+    // The title again: a dashboard may read it from any update of the card.
+    let title = open.map_or_else(|| name.to_owned(), |open| open.card.title.clone());
     ToolCallUpdate {
         tool_call_id: call_id.to_owned(),
-        title: open.is_none().then(|| name.to_owned()),
+        title: Some(title),
         status: Some(if is_error {
             ToolStatus::Failed
         } else {

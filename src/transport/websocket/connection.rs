@@ -1,24 +1,22 @@
-//! One dashboard connection: JSON-RPC requests over text frames, its sessions (each a
-//! link of its own), and a byte-bounded outbound queue that cuts a slow dashboard off.
+//! One dashboard connection: JSON-RPC requests over text frames and its sessions (each a
+//! link of its own); what it sends goes through its `outbox`.
 //!
 //! Like `acp`, one task owns the connection's state; requests that change a session
 //! are answered when the `/model` barrier comes back (see `acp::session`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_util::sync::CancellationToken;
 
+use super::outbox::{Outbox, read_failure};
 use crate::protocol::{ApprovalMode, Op, UserInput};
 use crate::transport::jsonrpc::{self, Message as Rpc, RpcError};
 use crate::transport::link::{Backend, Incoming, Link, LinkEvent, Target};
@@ -27,81 +25,6 @@ use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
 use crate::transport::translate::{self, Dialect, Output, Translator};
 
 const EVENT_QUEUE: usize = 1024;
-
-/// Messages for the client, bounded by their bytes: pushing never waits, and a
-/// connection whose queue would pass the limit is cut off.
-#[derive(Clone)]
-struct Outbox {
-    tx: mpsc::UnboundedSender<Message>,
-    queued: Arc<AtomicUsize>,
-    max: usize,
-    cut: CancellationToken,
-}
-
-impl Outbox {
-    fn push(&self, mut line: bytes::Bytes) {
-        if self.cut.is_cancelled() {
-            return;
-        }
-        if line.last() == Some(&b'\n') {
-            line.truncate(line.len() - 1);
-        }
-        let size = line.len();
-        if self.queued.fetch_add(size, Ordering::SeqCst) + size > self.max && size < self.max {
-            tracing::warn!(max = self.max, "a dashboard fell behind; cutting it off");
-            self.cut.cancel();
-            return;
-        }
-        let text = String::from_utf8_lossy(&line).into_owned();
-        if self.tx.send(Message::text(text)).is_err() {
-            self.cut.cancel();
-        }
-    }
-}
-
-async fn write_loop(
-    mut sink: futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>,
-    mut rx: mpsc::UnboundedReceiver<Message>,
-    outbox: Outbox,
-) {
-    loop {
-        let message = tokio::select! {
-            biased;
-            () = outbox.cut.cancelled() => break,
-            message = rx.recv() => match message {
-                Some(message) => message,
-                None => break,
-            },
-        };
-        let size = message.len();
-        let sent = tokio::select! {
-            () = outbox.cut.cancelled() => break,
-            sent = sink.send(message) => sent,
-        };
-        outbox.queued.fetch_sub(size, Ordering::SeqCst);
-        if sent.is_err() {
-            outbox.cut.cancel();
-            return;
-        }
-    }
-    // Say why, if the socket takes it within a second; then close.
-    let frame = if outbox.cut.is_cancelled() {
-        CloseFrame {
-            code: CloseCode::Policy,
-            reason: "this client fell too far behind; reconnect and attach to resume".into(),
-        }
-    } else {
-        CloseFrame {
-            code: CloseCode::Normal,
-            reason: "".into(),
-        }
-    };
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(1),
-        sink.send(Message::Close(Some(frame))),
-    )
-    .await;
-}
 
 enum Internal {
     OpenFailed {
@@ -188,14 +111,8 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let (sink, mut source) = ws.split();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let out = Outbox {
-        tx,
-        queued: Arc::default(),
-        max: max_queue,
-        cut: CancellationToken::new(),
-    };
-    let writer = tokio::spawn(write_loop(sink, rx, out.clone()));
+    let (out, writer) = Outbox::new(max_queue, sink);
+    let writer = tokio::spawn(writer);
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let (internal_tx, mut internal) = mpsc::channel(64);
     let mut dash = Dashboard {
@@ -211,8 +128,11 @@ pub async fn run(
     };
     loop {
         tokio::select! {
-            () = stop.cancelled() => break,
-            () = out.cut.cancelled() => break,
+            () = stop.cancelled() => {
+                out.close(CloseCode::Away, "the daemon is stopping");
+                break;
+            }
+            () = out.cut_off() => break,
             message = source.next() => match message {
                 Some(Ok(Message::Text(text))) => dash.on_text(text.as_bytes()).await,
                 Some(Ok(Message::Binary(_))) => {
@@ -223,8 +143,13 @@ pub async fn run(
                 Some(Ok(_)) => {}
                 Some(Err(err)) => {
                     // Too large a frame or message, or a broken stream: the connection
-                    // ends (the sessions go on in the daemon).
-                    tracing::debug!(%err, "dashboard read failed");
+                    // ends, saying why when the socket still takes it (the sessions go
+                    // on in the daemon).
+                    let code = read_failure(&err);
+                    tracing::info!(%err, "closing a dashboard connection");
+                    if let Some(code) = code {
+                        out.close(code, &err.to_string());
+                    }
                     break;
                 }
             },

@@ -12,9 +12,11 @@
 //! - this file: where it listens, the accept loop, the checks before an upgrade.
 //! - `http`: request heads, static files, the upgrade answer, the token comparison.
 //! - `connection`: one dashboard connection's requests and its sessions.
+//! - `outbox`: a connection's byte-bounded outbound queue, its writer, close frames.
 
 mod connection;
 mod http;
+mod outbox;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -11,7 +11,8 @@ const MODES = ["manual", "plan", "auto-edit", "auto", "full-access"];
 function connect() {
   const token = new URLSearchParams(location.hash.slice(1)).get("token");
   const protocols = token ? ["jucode", "bearer." + token] : ["jucode"];
-  const ws = new WebSocket(`ws://${location.host}/`, protocols);
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const ws = new WebSocket(`${scheme}://${location.host}/`, protocols);
   state.ws = ws;
   ws.onopen = async () => {
     setConnection("connected");
@@ -136,7 +137,12 @@ function onNotification(message) {
     case "agent_thought_chunk": chunk("thought", u); break;
     case "tool_call_update": card(u); break;
     case "tool_call_content_chunk": { const el = state.cards.get(u.toolCallId); if (el) el.querySelector("pre").textContent += u.content.text; break; }
-    case "state_update": { const s = $("state"); s.textContent = u.state + (u.stopReason ? ` (${u.stopReason})` : ""); s.dataset.state = u.state; break; }
+    case "state_update": {
+      const s = $("state"); s.textContent = u.state + (u.stopReason ? ` (${u.stopReason})` : ""); s.dataset.state = u.state;
+      // The list shows each session's state and title: a turn's end changes them.
+      if (u.state === "idle") refresh();
+      break;
+    }
     case "usage_update": $("usage").textContent = `context ${u.used}/${u.size} · in ${u.inputTokens ?? "–"} out ${u.outputTokens ?? "–"} · $${u.cost.amount.toFixed(4)}`; break;
     case "current_mode_update": showMode(u.currentModeId); break;
     case "permission_resolved": { const a = state.approvals.get(u.toolCallId); if (a) { a.el.remove(); state.approvals.delete(u.toolCallId); } break; }
