@@ -126,6 +126,11 @@ struct ServeArgs {
     /// $XDG_RUNTIME_DIR/jucode/daemon.sock, else ~/.jucode/daemon.sock).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Also serve this session over the WebSocket API and dashboard: JSON or YAML with
+    /// `host`, `port`, `headless` (default 127.0.0.1:23254), as `daemon --server-config`
+    /// but for this one session. Needs the daemon (not with --in-process).
+    #[arg(long, value_name = "JSON|YAML", conflicts_with = "in_process")]
+    server_config: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -210,7 +215,15 @@ fn serve(args: ServeArgs) -> u8 {
             chat: false,
         },
     };
-    match shim::serve_via_daemon(&socket, target) {
+    let pinned = match args.server_config.as_deref() {
+        Some(text) => match websocket_for_this_session(&profile, text, &socket) {
+            Ok(pinned) => Some(pinned),
+            Err(message) => return fail(&message),
+        },
+        None => None,
+    };
+    let serving_websocket = pinned.is_some();
+    match shim::serve_via_daemon(&socket, target, pinned) {
         shim::Outcome::Exited(code) => code as u8,
         shim::Outcome::Unreachable(why) if attaching => fail(&why),
         shim::Outcome::Unreachable(why) => {
@@ -218,6 +231,9 @@ fn serve(args: ServeArgs) -> u8 {
             // write to, no room, ...): the session still runs, here. Nothing was
             // printed yet, so stdout is exactly in-process serve's.
             eprintln!("jucode: {why}; running the session in this process instead");
+            if serving_websocket {
+                eprintln!("jucode: the WebSocket server needs the daemon: it is not started");
+            }
             let options = SessionOptions::from_current_process(args.chat, None);
             match stdio::serve_in_process(profile, options) {
                 Ok(code) => code,
@@ -281,6 +297,54 @@ fn acp(args: AcpArgs) -> u8 {
         }
     };
     jucode::transport::acp::run(backend, attachments)
+}
+
+/// `serve --server-config`: a WebSocket server on a thread of its own, serving the
+/// session the shim is about to open or attach to (through the daemon, like any other
+/// client of it). It listens once that session is known; the returned sender is the
+/// shim's to tell it. A refused exposure or a port that cannot be bound is an error
+/// before anything else happens.
+fn websocket_for_this_session(
+    profile: &Profile,
+    flags: &str,
+    socket: &std::path::Path,
+) -> Result<tokio::sync::watch::Sender<Option<String>>, String> {
+    use jucode::transport::websocket;
+    let flags = websocket::parse_server_flags(flags)?;
+    let Some(mut config) = websocket::configured(profile, Some(&flags))? else {
+        return Err("--server-config: port 0 serves nothing".to_owned());
+    };
+    let (announce, pinned) = tokio::sync::watch::channel(None);
+    config.pinned = Some(pinned.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the WebSocket server: {err}"))?;
+    let listener = runtime.block_on(websocket::bind(&config)).map_err(|err| {
+        format!(
+            "the WebSocket server cannot listen on {}:{}: {err}",
+            config.host, config.port
+        )
+    })?;
+    let backend = jucode::transport::link::Backend::Daemon {
+        socket: socket.to_path_buf(),
+        start: false,
+    };
+    let spawned = std::thread::Builder::new()
+        .name("jucode-websocket".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut pinned = pinned;
+                // Connections wait in the backlog until the session is known.
+                if pinned.wait_for(Option::is_some).await.is_err() {
+                    return;
+                }
+                let stop = tokio_util::sync::CancellationToken::new();
+                websocket::serve(listener, config, backend, stop).await;
+            });
+        });
+    spawned.map_err(|err| format!("cannot start the WebSocket server: {err}"))?;
+    Ok(announce)
 }
 
 fn sessions(args: SessionsArgs) -> u8 {

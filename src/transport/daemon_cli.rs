@@ -28,13 +28,7 @@ pub fn run_foreground(
         tracing::error!("{problem}");
     }
     let limits = loaded.config.daemon;
-    let token_file = std::fs::read_to_string(profile.dir.join("websocket.token")).ok();
-    let websocket = match crate::transport::websocket::ServerConfig::resolve(
-        &loaded.config.websocket,
-        server_flags.as_ref(),
-        |name| std::env::var(name).ok(),
-        token_file,
-    ) {
+    let websocket = match crate::transport::websocket::configured(&profile, server_flags.as_ref()) {
         Ok(websocket) => websocket,
         Err(why) => {
             // The daemon serves its socket all the same; only the exposure is refused.

@@ -249,7 +249,26 @@ async def drive_session():
     await c.ws.close()
 
 
-CASES = {f.__name__: f for f in [every_method, two_dashboards_and_an_approval, cancel, origin_refused, oversized_frame, a_dashboard_that_never_reads, token_required, drive_session]}
+async def one_serve_session():
+    """A `jucode serve --server-config` process's server: SESSION is all it serves."""
+    sid = os.environ["SESSION"]
+    c = await open_client()
+    created = await c.result("session/new", {"cwd": WORKDIR})
+    assert created["sessionId"] == sid, created
+    listed = await c.result("session/list", {})
+    assert [s["sessionId"] for s in listed["sessions"]] == [sid], listed
+    other = await c.call("session/attach", {"sessionId": "01a00000-0000-7000-8000-00000000abcd"})
+    assert other["error"]["code"] == -32002 and sid in other["error"]["message"], other
+    assert await c.result("session/prompt", prompt(sid, "from the dashboard")) == {}
+    assert (await c.idle())["stopReason"] == "end_turn"
+    # Closing only stops watching: the serve process's session goes on.
+    assert await c.result("session/close", {"sessionId": sid}) == {}
+    again = await c.result("session/attach", {"sessionId": sid})
+    assert "modes" in again, again
+    await c.ws.close()
+
+
+CASES = {f.__name__: f for f in [every_method, two_dashboards_and_an_approval, cancel, origin_refused, oversized_frame, a_dashboard_that_never_reads, token_required, drive_session, one_serve_session]}
 
 if __name__ == "__main__":
     name = sys.argv[1]

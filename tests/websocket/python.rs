@@ -257,3 +257,37 @@ fn the_seed_example_script_runs_unchanged() {
     assert!(all.contains("All good"), "{all}");
     daemon.stop();
 }
+
+#[test]
+fn serve_with_a_server_config_serves_its_own_session() {
+    let python = python_or_skip!();
+    let (model, home) = setup("manual");
+    model.push(text_reply(&["hi", " dashboard"]));
+    let _daemon = crate::common::daemon::DaemonGuard(&home);
+    let port = free_port();
+    let mut serve = crate::common::serve::Serve::shim(&home)
+        .arg("--server-config")
+        .arg(&format!(r#"{{"port": {port}}}"#))
+        .start();
+    let startup = serve.until("startup");
+    let session = startup.last().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = format!("ws://127.0.0.1:{port}/");
+    run_case(
+        &python,
+        "one_serve_session",
+        &[
+            ("WS_URL", url),
+            ("WORKDIR", home.path().display().to_string()),
+            ("SESSION", session),
+        ],
+    );
+    // The serve front-end saw the dashboard's turn, as any client of the session.
+    let events = serve.until_ready();
+    let user = events.iter().find(|e| e["type"] == "user_message").unwrap();
+    assert_eq!(user["content"], "from the dashboard");
+    serve.send(json!({"op": "shutdown"}));
+    serve.wait();
+}

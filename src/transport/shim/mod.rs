@@ -55,7 +55,14 @@ pub enum Outcome {
     Unreachable(String),
 }
 
-pub fn serve_via_daemon(socket: &Path, target: Target) -> Outcome {
+/// `session`, when given, is told the id of the session the shim serves, at its first
+/// `startup` and after every `/resume` (`serve --server-config` pins its WebSocket
+/// server to it).
+pub fn serve_via_daemon(
+    socket: &Path,
+    target: Target,
+    session: Option<tokio::sync::watch::Sender<Option<String>>>,
+) -> Outcome {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -63,16 +70,20 @@ pub fn serve_via_daemon(socket: &Path, target: Target) -> Outcome {
         Ok(runtime) => runtime,
         Err(err) => return Outcome::Unreachable(format!("cannot start: {err}")),
     };
-    runtime.block_on(run(socket, target))
+    runtime.block_on(run(socket, target, session))
 }
 
-async fn run(socket: &Path, target: Target) -> Outcome {
+async fn run(
+    socket: &Path,
+    target: Target,
+    announce: Option<tokio::sync::watch::Sender<Option<String>>>,
+) -> Outcome {
     let (reader, writer) = match connect_checked(socket).await {
         Ok(parts) => parts,
         Err(ConnectError::Unreachable(message)) => return Outcome::Unreachable(message),
         Err(ConnectError::Refused(message)) => return Outcome::Exited(fail(None, &message)),
     };
-    Outcome::Exited(relay(socket, target, reader, writer).await)
+    Outcome::Exited(relay(socket, target, reader, writer, announce).await)
 }
 
 /// Where the shim is in its life.
@@ -87,7 +98,13 @@ enum Stage {
     Detaching,
 }
 
-async fn relay(socket: &Path, target: Target, reader: ReadHalf, mut writer: WriteHalf) -> i32 {
+async fn relay(
+    socket: &Path,
+    target: Target,
+    reader: ReadHalf,
+    mut writer: WriteHalf,
+    announce: Option<tokio::sync::watch::Sender<Option<String>>>,
+) -> i32 {
     let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let hello = crate::protocol::hello_line();
     if stdout
@@ -158,7 +175,12 @@ async fn relay(socket: &Path, target: Target, reader: ReadHalf, mut writer: Writ
                 match Seen::of(&line) {
                     // A `/resume` of another session brings its startup batch: from
                     // then on that is the shim's session.
-                    Seen::Startup(id) => session = Some(id),
+                    Seen::Startup(id) => {
+                        if let Some(announce) = &announce {
+                            announce.send_replace(Some(id.clone()));
+                        }
+                        session = Some(id);
+                    }
                     Seen::Error if session.is_none() => {
                         let _ = stdout.write_all(&line).and_then(|()| stdout.flush());
                         return 2;

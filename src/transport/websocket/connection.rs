@@ -75,6 +75,8 @@ struct Dashboard {
     next_request: i64,
     events_tx: mpsc::Sender<LinkEvent>,
     internal_tx: mpsc::Sender<Internal>,
+    /// Served by `jucode serve --server-config`: only this session (see `pinned_to`).
+    pinned: Option<super::Pinned>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +110,7 @@ pub async fn run(
     ws: WebSocketStream<TcpStream>,
     backend: Backend,
     max_queue: usize,
+    pinned: Option<super::Pinned>,
     stop: CancellationToken,
 ) {
     let (sink, mut source) = ws.split();
@@ -125,6 +128,7 @@ pub async fn run(
         next_request: 0,
         events_tx,
         internal_tx,
+        pinned,
     };
     loop {
         tokio::select! {
@@ -219,6 +223,19 @@ impl Dashboard {
                     "authMethods": []
                 })),
             ),
+            "session/new" if self.pinned.is_some() => {
+                // A serve process's server has one session: "new" is that one, fresh
+                // to this client (its answer first, like a new session's).
+                let session = self.pinned_to(None)?;
+                if self.sessions.contains_key(&session) {
+                    return Err(RpcError::new(jsonrpc::INVALID_REQUEST, "already attached to this session"));
+                }
+                let target = Target::Attach {
+                    id: session,
+                    env: std::env::vars().collect(),
+                };
+                self.open(id, Kind::New, target);
+            }
             "session/new" => {
                 let params: NewSession = jsonrpc::params(params)?;
                 let cwd = match params.cwd {
@@ -231,6 +248,7 @@ impl Dashboard {
             }
             "session/attach" => {
                 let params: SessionRef = jsonrpc::params(params)?;
+                self.pinned_to(Some(&params.session_id))?;
                 if self.sessions.contains_key(&params.session_id) {
                     return Err(RpcError::new(jsonrpc::INVALID_REQUEST, "already attached to this session"));
                 }
@@ -242,8 +260,14 @@ impl Dashboard {
             }
             "session/list" => {
                 let (backend, done, id) = (self.backend.clone(), self.internal_tx.clone(), id.clone());
+                let only = self.pinned.as_ref().and_then(|pinned| pinned.borrow().clone());
                 tokio::spawn(async move {
-                    let result = backend.list().await;
+                    let result = backend.list().await.map(|mut rows| {
+                        if let Some(only) = only {
+                            rows.retain(|row| row.session == only);
+                        }
+                        rows
+                    });
                     let _ = done.send(Internal::Listed { id, result }).await;
                 });
             }
@@ -268,6 +292,14 @@ impl Dashboard {
                 self.cancel(&params.session_id).await;
                 self.reply(id, Ok(json!({})));
             }
+            "session/close" if self.pinned.is_some() => {
+                // The serve process's front-end owns its session: a dashboard only
+                // stops watching it.
+                let params: SessionRef = jsonrpc::params(params)?;
+                self.session_mut(&params.session_id)?;
+                self.sessions.remove(&params.session_id);
+                self.reply(id, Ok(json!({})));
+            }
             "session/close" => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
@@ -286,6 +318,24 @@ impl Dashboard {
             _ => return Err(RpcError::method_not_found(method)),
         }
         Ok(())
+    }
+
+    /// With a pinned server, the session it serves (which `asked`, when given, must be);
+    /// without one, `asked` as it is.
+    fn pinned_to(&self, asked: Option<&str>) -> Result<String, RpcError> {
+        let Some(pinned) = &self.pinned else {
+            return Ok(asked.unwrap_or_default().to_owned());
+        };
+        let Some(session) = pinned.borrow().clone() else {
+            return Err(RpcError::internal("the serve process has no session yet"));
+        };
+        match asked {
+            Some(asked) if asked != session => Err(RpcError::new(
+                jsonrpc::RESOURCE_NOT_FOUND,
+                format!("this server (jucode serve --server-config) serves session {session} only"),
+            )),
+            _ => Ok(session),
+        }
     }
 
     fn open(&mut self, id: &Value, kind: Kind, target: Target) {

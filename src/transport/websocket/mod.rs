@@ -41,7 +41,13 @@ pub struct ServerConfig {
     pub max_queue_bytes: usize,
     /// The largest message (and frame) a client may send.
     pub max_message_bytes: usize,
+    /// `jucode serve --server-config`: the one session this server serves (the serve
+    /// process's own, which `/resume` may change). `None`: every daemon session.
+    pub pinned: Option<Pinned>,
 }
+
+/// The session a `serve` process's server is pinned to, as it changes.
+pub type Pinned = tokio::sync::watch::Receiver<Option<String>>;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 23254;
@@ -156,6 +162,7 @@ impl ServerConfig {
                 .unwrap_or(DEFAULT_MAX_QUEUE_BYTES)
                 .max(64 * 1024),
             max_message_bytes: MAX_MESSAGE_BYTES,
+            pinned: None,
         }))
     }
 }
@@ -164,6 +171,22 @@ fn is_loopback(host: &str) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     bare.eq_ignore_ascii_case("localhost")
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The server `profile`'s `[websocket]` and `flags` (`--server-config`) ask for:
+/// `Ok(None)` when nothing should listen, `Err` when it must not (see [`ServerConfig::resolve`]).
+pub fn configured(
+    profile: &crate::config::Profile,
+    flags: Option<&ServerFlags>,
+) -> Result<Option<ServerConfig>, String> {
+    let loaded = crate::config::LoadedConfig::load(&profile.config_path());
+    let token_file = std::fs::read_to_string(profile.dir.join("websocket.token")).ok();
+    ServerConfig::resolve(
+        &loaded.config.websocket,
+        flags,
+        |name| std::env::var(name).ok(),
+        token_file,
+    )
 }
 
 /// Binds the listener (so a failure to bind is reported before anything is served).
@@ -314,7 +337,14 @@ async fn handle(
     )
     .await;
     tracing::debug!(%peer, "dashboard connected");
-    connection::run(ws, backend, config.max_queue_bytes, stop).await;
+    connection::run(
+        ws,
+        backend,
+        config.max_queue_bytes,
+        config.pinned.clone(),
+        stop,
+    )
+    .await;
     tracing::debug!(%peer, "dashboard disconnected");
 }
 
@@ -422,6 +452,7 @@ mod tests {
             allowed_origins: vec!["https://dash.example".into()],
             max_queue_bytes: 1,
             max_message_bytes: 1,
+            pinned: None,
         };
         assert!(host_allowed("127.0.0.1:9", &config));
         assert!(host_allowed("localhost:9", &config));
