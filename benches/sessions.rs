@@ -261,7 +261,8 @@ impl HomeRef {
 }
 
 /// From the mock model's last byte to `status: ready` on the client, for a fresh
-/// session's first turn, its second, and one after 12 s idle.
+/// session's first turn, its second, one after 12 s idle, and the first turn of a
+/// session whose first message comes 1 s after it started.
 fn turn_end(in_process: bool) {
     let home = Home::new();
     let model = mock::MockModel::start();
@@ -296,6 +297,22 @@ fn turn_end(in_process: bool) {
         ms(after[0]),
         ms(after[1]),
         ms(after[2])
+    );
+    serve.quit();
+    // A user types for a while before the first message: the session's start-up work
+    // (its tokenizer's pattern, compiled in the background) is done by then.
+    let (mut serve, _) = Serve::start(&home, in_process);
+    serve.until("\"mcp_servers\"");
+    std::thread::sleep(Duration::from_secs(1));
+    let turns_before = model.reply_ends().len();
+    model.push(mock::text_reply(&["The answer is 42."]));
+    serve.send(&json!({"op": "user_message", "content": "a question typed in a second"}));
+    serve.until("\"ready\"");
+    let ready = Instant::now();
+    let end = model.reply_ends()[turns_before];
+    println!(
+        "  a new session's first turn, its message sent 1 s after start: {}",
+        ms(ready.saturating_duration_since(end))
     );
     serve.quit();
 }

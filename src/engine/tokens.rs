@@ -19,7 +19,8 @@ const PER_MESSAGE: u64 = 3;
 const PER_IMAGE: u64 = 765;
 
 /// Starts loading the tokenizer on a background thread, and runs it over a sample so
-/// its matcher's caches are warm too. Idempotent.
+/// its matcher's caches (shared by every thread) are warm too: prose, code, JSON like
+/// the tool schemas, and other scripts. Idempotent.
 pub fn warm_up() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
@@ -27,8 +28,11 @@ pub fn warm_up() {
             .name("tokenizer-load".into())
             .spawn(|| {
                 let sample = "Warm up: fn main() { let x = 42; println!(\"{x}\"); }\n\
-                              Ünïcödé, 漢字, emoji 🚀 and numbers 1234567.\n";
-                super::o200k::tokenizer().count(sample);
+                              Ünïcödé, 漢字, emoji 🚀 and numbers 1234567.\n\
+                              {\"type\": \"object\", \"properties\": {\"path\": {}}}\n";
+                let tokenizer = super::o200k::tokenizer();
+                tokenizer.count(sample);
+                tokenizer.count(include_str!("../prompts/coding.md"));
             });
     });
 }

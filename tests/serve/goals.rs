@@ -231,8 +231,7 @@ fn update_plan_emits_plan_and_is_kept_in_the_transcript_and_the_session() {
         item,
         json!({"role": "plan_steps", "plan": plan, "explanation": "found it"})
     );
-    serve.send(json!({"op": "command", "input": "/goal keep going"}));
-    serve.expect_one("goal");
+    // Scripted before the goal is set: setting it starts its first turn at once.
     model.push(calls(
         &[(
             "g1",
@@ -242,6 +241,8 @@ fn update_plan_emits_plan_and_is_kept_in_the_transcript_and_the_session() {
         (10, 1),
     ));
     model.push(text_reply(&["ok"]));
+    serve.send(json!({"op": "command", "input": "/goal keep going"}));
+    serve.expect_one("goal");
     serve.until_ready();
     serve.send(json!({"op": "shutdown"}));
     serve.rest();
