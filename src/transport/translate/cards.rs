@@ -7,7 +7,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::updates::{ContentBlock, Location, ToolCallContent, ToolKind};
+use super::updates::{
+    ContentBlock, Location, ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus,
+};
 
 /// The parts of a card known when the call starts.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,6 +200,40 @@ fn absolute(cwd: &str, path: &str) -> String {
 pub fn text(text: impl Into<String>) -> ToolCallContent {
     ToolCallContent::Content {
         content: ContentBlock::text(text),
+    }
+}
+
+/// The last update of a card: completed or failed, with what it produced.
+pub(super) fn closed_card(
+    call_id: &str,
+    name: &str,
+    open: Option<&super::OpenCard>,
+    output: &str,
+    is_error: bool,
+) -> ToolCallUpdate {
+    let mut content = Vec::new();
+    if let Some(terminal) = open.and_then(|open| open.terminal.clone()) {
+        content.push(ToolCallContent::Terminal {
+            terminal_id: terminal,
+        });
+    } else if let Some(open) = open.filter(|_| !is_error) {
+        content.extend(open.card.preview.iter().cloned());
+    }
+    if is_error || open.is_none_or(|open| open.terminal.is_none() && open.card.preview.is_empty()) {
+        content.push(text(output));
+    }
+    // The title again: a dashboard may read it from any update of the card.
+    let title = open.map_or_else(|| name.to_owned(), |open| open.card.title.clone());
+    ToolCallUpdate {
+        tool_call_id: call_id.to_owned(),
+        title: Some(title),
+        status: Some(if is_error {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Completed
+        }),
+        content: Some(content),
+        ..ToolCallUpdate::default()
     }
 }
 

@@ -21,6 +21,7 @@
 
 mod cards;
 mod options;
+mod permissions;
 pub mod prompt;
 mod replay;
 pub mod updates;
@@ -30,10 +31,12 @@ use std::collections::HashMap;
 use crate::protocol::{
     ApprovalMode, Event, ModelStatus, ModelViewEntry, Resolution, SessionStatus, TurnUsage, notices,
 };
+use cards::closed_card;
 pub use options::{config_options, modes};
+pub use permissions::permission_answer;
 use updates::{
-    ContentBlock, ContentChunk, Cost, NoticeLevel, PERMISSION_OPTIONS, PermissionAsk,
-    SessionUpdate, StopReason, ToolCallContent, ToolCallUpdate, ToolStatus, TurnState, UsageUpdate,
+    ContentBlock, ContentChunk, Cost, NoticeLevel, PermissionAsk, SessionUpdate, StopReason,
+    ToolCallContent, ToolCallUpdate, ToolStatus, TurnState, UsageUpdate,
 };
 
 /// Which protocol the updates are for.
@@ -538,116 +541,6 @@ impl Translator {
                 )));
             }
         }
-    }
-
-    fn permission(
-        &self,
-        call_id: &str,
-        name: &str,
-        summary: &str,
-        hunks: Option<&[crate::protocol::Hunk]>,
-    ) -> PermissionAsk {
-        let card = match self.cards.get(call_id) {
-            Some(open) => open.card.clone(),
-            None => cards::card(name, None, &self.cwd),
-        };
-        let mut content = card.preview.clone();
-        if content.is_empty()
-            && let Some(hunks) = hunks
-        {
-            let diff: Vec<String> = hunks
-                .iter()
-                .flat_map(|hunk| {
-                    std::iter::once(format!("{} {}", hunk.file, hunk.header))
-                        .chain(hunk.lines.iter().cloned())
-                })
-                .collect();
-            content.push(cards::text(diff.join("\n")));
-        }
-        PermissionAsk {
-            tool_call: ToolCallUpdate {
-                tool_call_id: call_id.to_owned(),
-                title: Some(summary.to_owned()),
-                kind: Some(card.kind),
-                status: Some(ToolStatus::Pending),
-                content: (!content.is_empty()).then_some(content),
-                locations: (!card.locations.is_empty()).then_some(card.locations),
-                raw_input: card.arguments,
-                raw_output: None,
-            },
-            options: PERMISSION_OPTIONS.to_vec(),
-        }
-    }
-}
-
-/// The `approve` op for a client's answer to `session/request_permission` (`outcome`:
-/// its result, `None` when it answered with an error); `None` when nothing is to be
-/// sent. A `cancelled` outcome or an error while the turn is being cancelled sends
-/// nothing (the interrupt closes the request); otherwise anything but an allow denies,
-/// so a turn never waits on an answer that will not come.
-pub fn permission_answer(
-    call_id: &str,
-    outcome: Option<&serde_json::Value>,
-    cancelling: bool,
-) -> Option<crate::protocol::Op> {
-    let approve = |decision, always| {
-        Some(crate::protocol::Op::Approve(crate::protocol::ApproveOp {
-            call_id: call_id.to_owned(),
-            decision,
-            always,
-            hunks: None,
-        }))
-    };
-    let deny = || approve(crate::protocol::Decision::Deny, false);
-    let Some(result) = outcome else {
-        return if cancelling { None } else { deny() };
-    };
-    let outcome = result.get("outcome");
-    let kind = outcome
-        .and_then(|o| o.get("outcome"))
-        .and_then(|o| o.as_str());
-    let option = outcome
-        .and_then(|o| o.get("optionId"))
-        .and_then(|o| o.as_str());
-    match (kind, option) {
-        (Some("selected"), Some("allow_once")) => approve(crate::protocol::Decision::Allow, false),
-        (Some("selected"), Some("allow_always")) => approve(crate::protocol::Decision::Allow, true),
-        (Some("cancelled"), _) if cancelling => None,
-        _ => deny(),
-    }
-}
-
-/// The last update of a card: completed or failed, with what it produced.
-fn closed_card(
-    call_id: &str,
-    name: &str,
-    open: Option<&OpenCard>,
-    output: &str,
-    is_error: bool,
-) -> ToolCallUpdate {
-    let mut content = Vec::new();
-    if let Some(terminal) = open.and_then(|open| open.terminal.clone()) {
-        content.push(ToolCallContent::Terminal {
-            terminal_id: terminal,
-        });
-    } else if let Some(open) = open.filter(|_| !is_error) {
-        content.extend(open.card.preview.iter().cloned());
-    }
-    if is_error || open.is_none_or(|open| open.terminal.is_none() && open.card.preview.is_empty()) {
-        content.push(cards::text(output));
-    }
-    // The title again: a dashboard may read it from any update of the card.
-    let title = open.map_or_else(|| name.to_owned(), |open| open.card.title.clone());
-    ToolCallUpdate {
-        tool_call_id: call_id.to_owned(),
-        title: Some(title),
-        status: Some(if is_error {
-            ToolStatus::Failed
-        } else {
-            ToolStatus::Completed
-        }),
-        content: Some(content),
-        ..ToolCallUpdate::default()
     }
 }
 
