@@ -9,7 +9,8 @@
 //! `gating` (approval mode, approvals, attended, deferred actions), `plans`,
 //! `models` (slash commands and model switching), `mcp` (MCP servers and their prompt
 //! commands), `agents` (the agent trace), `goal` (`/goal` and working toward it),
-//! `snapshot` (startup batch and late-joiner state).
+//! `snapshot` (startup batch and late-joiner state), `turns` (starting a turn or a
+//! compaction, and what follows its end).
 
 mod agents;
 mod gating;
@@ -22,6 +23,7 @@ mod project;
 pub(crate) use project::report_hook;
 mod queue;
 mod snapshot;
+mod turns;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -31,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::agents::{Hub, Track};
+use super::agents::Hub;
 use super::emitter::{Emitter, Outbound};
 use super::library::Library;
 use super::mcp::McpServers;
@@ -41,10 +43,8 @@ use super::shared::Shared;
 use super::store::{Entry, Journal, SessionMeta, Store};
 use super::tokens;
 use super::tools::{ToolOutput, ToolRegistry};
-use super::turn::{self, SteerInbox, TurnContext, TurnEnd, TurnOutcome};
-use crate::protocol::{
-    ApprovalMode, ClientId, Event, ModelStatus, Op, SessionStatus, TurnUsage, UserInput,
-};
+use super::turn::{SteerInbox, TurnEnd, TurnOutcome};
+use crate::protocol::{ApprovalMode, ClientId, Event, ModelStatus, Op, UserInput};
 
 /// Everything needed to start a session; built by `crate::host`.
 pub struct SessionParams {
@@ -431,166 +431,6 @@ impl Session {
             Op::Shutdown => return Flow::Stop,
         }
         Flow::Continue
-    }
-
-    fn start_turn(&mut self, input: UserInput) {
-        let (ctx, running) = self.turn_context(SessionStatus::Streaming);
-        let handle = tokio::spawn(turn::run(ctx, input));
-        self.turn = Some(running(handle));
-    }
-
-    /// `/compact`: a summary of the conversation, run like a turn (an interrupt stops
-    /// it; messages sent meanwhile queue behind it).
-    async fn compact(&mut self) {
-        if self.turn.is_some() {
-            self.reply_error(
-                "/compact waits for the running turn: interrupt it, or try again when it ends",
-            )
-            .await;
-            return;
-        }
-        self.emitter.status(SessionStatus::Compacting).await;
-        let (ctx, running) = self.turn_context(SessionStatus::Compacting);
-        let handle = tokio::spawn(turn::compact(ctx));
-        self.turn = Some(running(handle));
-    }
-
-    /// What a turn (or a compaction) runs with; the second half makes its record once
-    /// it is spawned.
-    fn turn_context(
-        &mut self,
-        status: SessionStatus,
-    ) -> (
-        TurnContext,
-        impl FnOnce(JoinHandle<TurnOutcome>) -> RunningTurn + use<>,
-    ) {
-        let cancel = CancellationToken::new();
-        let steer = SteerInbox::default();
-        let (mode, goal) = self.emitter.change(|shared| {
-            shared.status = status;
-            shared.turn_starts();
-            (shared.mode, shared.goal.prompt())
-        });
-        let ctx = TurnContext {
-            emitter: self.emitter.clone(),
-            model: self.model.clone(),
-            reasoning_effort: self.effort.clone(),
-            system: super::goal::system_with(&self.system_prompt, goal.clone()),
-            plan_system: {
-                let system = super::goal::system_with(&self.system_prompt, goal);
-                Arc::from(format!(
-                    "{system}\n\n{}",
-                    super::prompt::PLAN_MODE.trim_end()
-                ))
-            },
-            project: self.params.project.clone(),
-            tools: self.params.tools.clone(),
-            cwd: self.params.cwd.clone(),
-            env: self.params.env.clone(),
-            session_id: self.params.session_id.clone(),
-            mode,
-            steer: steer.clone(),
-            cancel: cancel.clone(),
-            turn: std::sync::OnceLock::new(),
-            checkpointed: Mutex::new(std::collections::HashSet::new()),
-            base: std::sync::OnceLock::new(),
-            pending_write: Mutex::new(None),
-            track: Track::Main,
-            agents: self.agents.clone(),
-            delegation: self.delegation.clone(),
-        };
-        let running = move |handle| RunningTurn {
-            cancel,
-            handle,
-            steer,
-        };
-        (ctx, running)
-    }
-
-    async fn finish_turn(&mut self, outcome: Result<TurnOutcome, tokio::task::JoinError>) {
-        let Some(turn) = self.turn.take() else { return };
-        self.requeue_steered(&turn.steer);
-        // A turn closes its own requests; any left (a turn that panicked) close here.
-        self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
-            .await;
-        // What a client is told has ended is on disk (written; the fsync follows
-        // without waiting): a `kill -9` after `ready` loses nothing of the turn.
-        let written = self.emitter.change(|shared| {
-            let journal = shared.store.journal();
-            let written = journal.written();
-            journal.sync();
-            written
-        });
-        super::store::wait_written(written).await;
-        let end = match &outcome {
-            Ok(outcome) => outcome.end,
-            Err(_) => TurnEnd::Failed,
-        };
-        let completed = end == TurnEnd::Completed;
-        match outcome {
-            Ok(TurnOutcome {
-                end: TurnEnd::Completed,
-                usage,
-            }) => {
-                // Its subagents' usage counts in the turn's (their cost at their prices).
-                let total = self.with_agent_usage(usage);
-                self.emitter.emit(Event::Usage(total)).await;
-                self.emit_context_usage(&usage).await;
-                self.goal_turn_end(Some(&total)).await;
-                self.emitter.status(SessionStatus::Ready).await;
-            }
-            Ok(TurnOutcome {
-                end: TurnEnd::Failed,
-                usage,
-            }) => {
-                let total = self.with_agent_usage(usage);
-                self.cost += tokens::cost(&usage, &self.model.info);
-                self.goal_turn_end(Some(&total)).await;
-                self.emitter.status(SessionStatus::Ready).await;
-            }
-            Ok(TurnOutcome {
-                end: TurnEnd::Interrupted,
-                ..
-            }) => {
-                self.goal_turn_end(None).await;
-                self.emitter.status(SessionStatus::Interrupted).await;
-            }
-            Err(err) => {
-                tracing::error!(%err, "turn task failed");
-                self.emitter
-                    .error(format!(
-                        "internal error: the turn stopped unexpectedly ({err})"
-                    ))
-                    .await;
-                self.goal_turn_end(None).await;
-                self.emitter.status(SessionStatus::Ready).await;
-            }
-        }
-        if let Some(observer) = &self.params.turn_ends {
-            let _ = observer.send(end);
-        }
-        let failure = self
-            .emitter
-            .change(|shared| shared.store.journal().take_error());
-        if let Some(message) = failure {
-            self.emitter.error(message).await;
-        }
-        self.start_next().await;
-        if completed {
-            self.continue_goal();
-        }
-    }
-
-    async fn emit_context_usage(&mut self, usage: &TurnUsage) {
-        self.cost += tokens::cost(usage, &self.model.info);
-        let tokens = self.context_tokens();
-        self.emitter
-            .emit(Event::ContextUsage {
-                tokens,
-                tokenizer: tokens::TOKENIZER.to_owned(),
-                cost: self.cost,
-            })
-            .await;
     }
 }
 
