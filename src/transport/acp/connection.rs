@@ -5,16 +5,19 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::params::{
+    CancelRequest, ClientCapabilities, Initialize, ListSessions, NewSession, PromptParams,
+    SessionRef, SetConfig, SetMode,
+};
 use super::session::{Barrier, Pending, Prompt, Session};
 use crate::protocol::{ApprovalMode, Frame, Op, SessionInfo, UserInput};
 use crate::transport::jsonrpc::{self, Message, RpcError};
 use crate::transport::link::{Backend, LinkEvent, Target};
 use crate::transport::translate;
-use crate::transport::translate::prompt::{self as blocks, PromptBlock};
+use crate::transport::translate::prompt as blocks;
 
 /// The ACP protocol version this agent speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -86,98 +89,6 @@ pub(super) struct Connection {
     pub internal_tx: mpsc::Sender<Internal>,
     internal: Option<mpsc::Receiver<Internal>>,
     pub client: ClientCapabilities,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Initialize {
-    #[serde(default)]
-    protocol_version: Option<u64>,
-    #[serde(default)]
-    client_capabilities: ClientCapabilities,
-}
-
-/// What the client serves, from `initialize` (omitted = unsupported).
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ClientCapabilities {
-    #[serde(default)]
-    fs: FsCapabilities,
-    #[serde(default)]
-    terminal: bool,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FsCapabilities {
-    #[serde(default)]
-    read_text_file: bool,
-    #[serde(default)]
-    write_text_file: bool,
-}
-
-impl ClientCapabilities {
-    /// The op that makes this client serve a session's files and commands.
-    pub fn op(self) -> Option<Op> {
-        (self.fs.read_text_file || self.fs.write_text_file || self.terminal).then_some(
-            Op::ClientCapabilities {
-                read_text_file: self.fs.read_text_file,
-                write_text_file: self.fs.write_text_file,
-                terminal: self.terminal,
-            },
-        )
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NewSession {
-    cwd: PathBuf,
-    #[serde(default)]
-    mcp_servers: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionRef {
-    session_id: String,
-    #[serde(default)]
-    mcp_servers: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ListSessions {
-    #[serde(default)]
-    cwd: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PromptParams {
-    session_id: String,
-    prompt: Vec<PromptBlock>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SetMode {
-    session_id: String,
-    mode_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SetConfig {
-    session_id: String,
-    config_id: String,
-    value: Value,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CancelRequest {
-    request_id: Value,
 }
 
 impl Connection {

@@ -19,6 +19,7 @@
 
 mod connection;
 mod mcp;
+mod params;
 mod session;
 
 use std::io::{Read, Write};
