@@ -68,7 +68,16 @@ fn spawn_reader<R: Read + Send + 'static>(input: R, inputs: mpsc::Sender<Input>)
         .unwrap_or_else(|err| fatal_thread(err))
 }
 
-fn read_inputs<R: Read>(mut input: R, inputs: &mpsc::Sender<Input>) {
+fn read_inputs<R: Read>(input: R, inputs: &mpsc::Sender<Input>) {
+    read_frames(input, |frame| {
+        inputs.blocking_send(frame_to_input(frame)).is_ok()
+    });
+}
+
+/// Reads `input` to its end as lines (`LineCodec`: bounded, a too-long line reported
+/// once), handing each frame to `deliver` until it returns false. A read error counts
+/// as the end of input. Shared by every stdio transport (serve, acp).
+pub(crate) fn read_frames<R: Read>(mut input: R, mut deliver: impl FnMut(Frame) -> bool) {
     let mut codec = LineCodec::new();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -84,13 +93,13 @@ fn read_inputs<R: Read>(mut input: R, inputs: &mpsc::Sender<Input>) {
         };
         buf.extend_from_slice(&chunk[..read]);
         while let Ok(Some(frame)) = codec.decode(&mut buf) {
-            if inputs.blocking_send(frame_to_input(frame)).is_err() {
+            if !deliver(frame) {
                 return;
             }
         }
     }
     while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
-        if inputs.blocking_send(frame_to_input(frame)).is_err() {
+        if !deliver(frame) {
             return;
         }
     }

@@ -293,11 +293,8 @@ impl Connection {
             "session/close" => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
-                // Cancel, then free: the interrupt ends a running turn; the quit ends
-                // the session, or detaches when other clients still watch it.
                 session.closing = Some(id.clone());
-                session.link.send(Op::Interrupt { index: None }).await;
-                session.link.send(Op::Shutdown).await;
+                session.link.close_session().await;
             }
             "session/prompt" => self.prompt(id, params).await?,
             "session/set_mode" => {

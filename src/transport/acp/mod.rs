@@ -22,14 +22,13 @@ mod mcp;
 mod params;
 mod session;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::mpsc;
-use tokio_util::codec::Decoder;
 
-use crate::protocol::{Frame, LineCodec};
+use crate::protocol::Frame;
 use crate::transport::link::Backend;
 
 /// Client messages read but not yet handled.
@@ -76,32 +75,9 @@ fn spawn_reader(frames: mpsc::Sender<Frame>) {
     let spawned = std::thread::Builder::new()
         .name("acp-stdin".into())
         .spawn(move || {
-            let mut stdin = std::io::stdin().lock();
-            let mut codec = LineCodec::new();
-            let mut buf = BytesMut::with_capacity(64 * 1024);
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                let read = match stdin.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(read) => read,
-                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(err) => {
-                        tracing::warn!(%err, "stdin read failed; treating it as end of input");
-                        break;
-                    }
-                };
-                buf.extend_from_slice(&chunk[..read]);
-                while let Ok(Some(frame)) = codec.decode(&mut buf) {
-                    if frames.blocking_send(frame).is_err() {
-                        return;
-                    }
-                }
-            }
-            while let Ok(Some(frame)) = codec.decode_eof(&mut buf) {
-                if frames.blocking_send(frame).is_err() {
-                    return;
-                }
-            }
+            crate::transport::stdio::read_frames(std::io::stdin().lock(), |frame| {
+                frames.blocking_send(frame).is_ok()
+            });
         });
     if let Err(err) = spawned {
         eprintln!("jucode: cannot start the stdin reader: {err}");

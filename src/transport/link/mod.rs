@@ -102,6 +102,13 @@ enum Sender {
 }
 
 impl Link {
+    /// `session/close` of both servers: cancel, then free. The interrupt ends a running
+    /// turn; the quit ends the session, or detaches when other clients still watch it.
+    pub async fn close_session(&self) {
+        self.send(Op::Interrupt { index: None }).await;
+        self.send(Op::Shutdown).await;
+    }
+
     /// Sends an op; false when the link has ended.
     pub async fn send(&self, op: Op) -> bool {
         match &self.sender {

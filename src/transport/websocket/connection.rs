@@ -304,8 +304,7 @@ impl Dashboard {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
                 session.closing = Some(id.clone());
-                session.link.send(Op::Interrupt { index: None }).await;
-                session.link.send(Op::Shutdown).await;
+                session.link.close_session().await;
             }
             "session/set_mode" => {
                 let params: SetMode = jsonrpc::params(params)?;
