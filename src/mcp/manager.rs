@@ -323,22 +323,8 @@ impl McpServers for McpManager {
         inner.change(|state| {
             for (name, config) in servers {
                 // The user's own definition wins.
-                if state.servers.contains_key(&name) {
-                    continue;
-                }
-                let on = enabled(&config);
-                state.servers.insert(
-                    name.clone(),
-                    Server {
-                        config,
-                        status: Status::Disabled,
-                        generation: 0,
-                        stop: None,
-                        origin: Origin::Project,
-                    },
-                );
-                if on {
-                    state.launch(inner, &name);
+                if !state.servers.contains_key(&name) {
+                    state.put(inner, &name, config, Origin::Project);
                 }
             }
         });
