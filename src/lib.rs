@@ -20,6 +20,9 @@
 
 pub mod config;
 pub mod engine;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
 pub mod mcp;
 pub mod project;

@@ -27,12 +27,10 @@ use tokio_util::sync::CancellationToken;
 use crate::framing::{Frame, LineCodec};
 use crate::host::{ClientInput, Host, Hosted, Intercept, OpenParams};
 use crate::outbox::{Outbox, write_loop};
-use crate::protocol::{
-    CloseReason, DaemonEvent, DaemonOp, DaemonOpName, DaemonStatus, OpenOp, SessionInfo,
-};
+use crate::protocol::{CloseReason, DaemonEvent, DaemonOp, DaemonStatus, OpenOp, SessionInfo};
 use crate::registry::{ClientHandle, Leave, QuitOutcome, Session, SessionId};
 use crate::server::Shared;
-use crate::wire::{self, OpField, Route, SessionField, Unroutable};
+use crate::wire::{self, Routed, Unroutable};
 
 /// Bytes the reader asks the socket for at a time.
 const READ_CHUNK: usize = 8 * 1024;
@@ -224,41 +222,25 @@ impl<H: Host> Connection<H> {
     }
 
     async fn handle_line(&mut self, line: Bytes) {
-        let route = match Route::parse(&line) {
-            Ok(route) => route,
-            Err(err) => return self.unroutable(line, err).await,
-        };
-        let session = match route.session {
-            None => None,
-            Some(SessionField::Id(id)) => Some(id),
-            Some(SessionField::Invalid(_)) => {
-                return self.error("invalid command: \"session\" must be a string", None);
-            }
-        };
-        match route.op {
-            Some(OpField::Daemon(name)) => self.daemon_op(name, &line).await,
-            Some(OpField::Session(op)) => match self.shared.host.intercept(&op, &line) {
+        match wire::route(&line) {
+            Routed::Unroutable(err) => self.unroutable(line, err).await,
+            Routed::BadSession => self.error("invalid command: \"session\" must be a string", None),
+            Routed::Daemon(Ok(op)) => self.daemon_op(op).await,
+            Routed::Daemon(Err(message)) => self.error(&message, None),
+            Routed::Session {
+                op: Some(op),
+                session,
+            } => match self.shared.host.intercept(&op, &line) {
                 Intercept::Forward => self.forward(session, line).await,
                 Intercept::Quit => self.quit(session).await,
                 Intercept::Switch(target) => self.switch(session, target, line).await,
             },
-            _ => self.forward(session, line).await,
+            Routed::Session { op: None, session } => self.forward(session, line).await,
         }
     }
 
-    /// One of the daemon's own ops, parsed in full.
-    async fn daemon_op(&mut self, name: DaemonOpName, line: &[u8]) {
-        let op = match serde_json::from_slice::<DaemonOp>(line) {
-            Ok(op) => op,
-            Err(err) => {
-                let name = serde_json::to_value(name)
-                    .ok()
-                    .and_then(|value| value.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                let message = format!("invalid {name}: {}", wire::strip_position(&err));
-                return self.error(&message, None);
-            }
-        };
+    /// One of the daemon's own ops.
+    async fn daemon_op(&mut self, op: DaemonOp) {
         match op {
             DaemonOp::Open(open) => self.open(open).await,
             DaemonOp::Attach { session, env } => self.attach(session, env).await,

@@ -47,7 +47,7 @@ impl LineCodec {
     }
 
     /// A codec with another limit (tests use small ones).
-    fn with_max(max: usize) -> Self {
+    pub(crate) fn with_max(max: usize) -> Self {
         Self {
             max,
             scanned: 0,

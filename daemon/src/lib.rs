@@ -35,6 +35,9 @@ mod client;
 mod connection;
 mod fanout;
 pub mod framing;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod listener;
 mod lock;

@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use crate::protocol::DaemonOpName;
+use crate::protocol::{DaemonOp, DaemonOpName};
 
 /// The routing fields of a client line.
 #[derive(Debug, Deserialize)]
@@ -59,6 +59,51 @@ impl Route {
             });
         }
         serde_json::from_slice(line).map_err(Unroutable::Invalid)
+    }
+}
+
+/// What a client line asks for, decided from the line alone (the connection then acts on
+/// it): pure, so the routing of any bytes can be checked without a socket.
+#[derive(Debug)]
+pub(crate) enum Routed {
+    /// Not a JSON object: it never acts.
+    Unroutable(Unroutable),
+    /// `session` is there but not a string.
+    BadSession,
+    /// One of the daemon's own ops, parsed in full, or the error message for the client.
+    Daemon(Result<DaemonOp, String>),
+    /// A line for a session: its op name when `op` is a string, and the session it names.
+    Session {
+        op: Option<String>,
+        session: Option<String>,
+    },
+}
+
+pub(crate) fn route(line: &[u8]) -> Routed {
+    let route = match Route::parse(line) {
+        Ok(route) => route,
+        Err(err) => return Routed::Unroutable(err),
+    };
+    let session = match route.session {
+        None => None,
+        Some(SessionField::Id(id)) => Some(id),
+        Some(SessionField::Invalid(_)) => return Routed::BadSession,
+    };
+    match route.op {
+        Some(OpField::Daemon(name)) => {
+            Routed::Daemon(serde_json::from_slice::<DaemonOp>(line).map_err(|err| {
+                let name = serde_json::to_value(name)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                format!("invalid {name}: {}", strip_position(&err))
+            }))
+        }
+        Some(OpField::Session(op)) => Routed::Session {
+            op: Some(op),
+            session,
+        },
+        _ => Routed::Session { op: None, session },
     }
 }
 

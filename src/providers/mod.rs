@@ -30,6 +30,9 @@ mod replay;
 pub mod sse;
 
 pub use openai::OpenAiClient;
+/// A Chat Completions reply from its body's bytes, for the fuzz targets (`crate::fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use openai::sse_reply;
 pub use replay::ReplayClient;
 
 const OPENAI: &str = "openai";

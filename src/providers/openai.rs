@@ -441,26 +441,32 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-type SseEvents = BoxStream<'static, Result<Event, EventStreamError<reqwest::Error>>>;
+type SseEvents<E> = BoxStream<'static, Result<Event, EventStreamError<E>>>;
 
 /// The state of a reply stream between polls.
-struct Reply {
-    events: SseEvents,
+struct Reply<E> {
+    events: SseEvents<E>,
     parser: ChunkParser,
     ready: VecDeque<Result<ModelEvent, ModelError>>,
     ended: bool,
 }
 
 fn reply_stream(response: reqwest::Response) -> ModelStream {
+    sse_reply(response.bytes_stream())
+}
+
+/// The events of a reply's body, however its bytes are cut into chunks.
+pub(crate) fn sse_reply<E>(
+    body: impl futures_util::Stream<Item = Result<Bytes, E>> + Send + 'static,
+) -> ModelStream
+where
+    E: std::error::Error + Send + 'static,
+{
     // A blank line at the end dispatches a last event the server did not terminate
     // (the SSE parser would drop it), typically a bare `data: [DONE]`.
     let terminator = stream::once(future::ready(Ok(Bytes::from_static(b"\n\n"))));
     let reply = Reply {
-        events: response
-            .bytes_stream()
-            .chain(terminator)
-            .eventsource()
-            .boxed(),
+        events: body.chain(terminator).eventsource().boxed(),
         parser: ChunkParser::new(),
         ready: VecDeque::new(),
         ended: false,
@@ -510,7 +516,7 @@ async fn whole_reply(response: reqwest::Response) -> Result<ModelStream, ModelEr
     Ok(stream::iter(events.into_iter().map(Ok)).boxed())
 }
 
-fn stream_failure(err: EventStreamError<reqwest::Error>) -> ModelError {
+fn stream_failure<E: std::error::Error>(err: EventStreamError<E>) -> ModelError {
     let detail = match err {
         EventStreamError::Transport(err) => error_chain(&err),
         other => other.to_string(),

@@ -9,6 +9,8 @@
 
 mod files;
 mod format;
+#[cfg(test)]
+mod properties;
 mod trace_lines;
 mod writer;
 
@@ -17,6 +19,9 @@ use std::sync::Arc;
 
 pub use files::{SavedSession, find, list, remove, sessions_dir, valid_id};
 pub use writer::flush_all;
+/// The loader and the line encoder, for the fuzz targets (`crate::fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use {files::read, format::encode};
 
 use crate::engine::store::{Entry, Journal};
 
@@ -51,7 +56,12 @@ pub fn open_saved(profile_dir: &Path, id: &str, by: &str) -> Result<Opened, Stri
     let loaded = files::read(&path)?;
     let file = files::open_for_append(&path)
         .map_err(|err| format!("cannot open {} to continue it: {err}", path.display()))?;
-    let journal = writer::spawn(writer::Target::Existing { file, lock });
+    let journal = writer::spawn(writer::Target::Existing {
+        path: path.clone(),
+        file,
+        lock,
+        by: by.to_owned(),
+    });
     Ok(Opened {
         journal,
         saved: Some((loaded.entries, loaded.warnings)),

@@ -46,6 +46,9 @@ pub use edit_file::EditFile;
 pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+/// The shell classifier, for the fuzz targets (`crate::fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use shell::{ShellClass, classify_with_home};
 pub use web::{WebFetch, WebSearch, register_web};
 pub use write_file::WriteFile;
 

@@ -179,6 +179,7 @@ impl Session {
         match moved {
             Ok(items) => {
                 self.base_tokens = None;
+                self.saved_point().await;
                 self.emitter.emit_transcript(&items).await;
                 self.announce_trace(shown).await;
             }
@@ -248,6 +249,7 @@ impl Session {
             store.transcript_items()
         });
         self.base_tokens = None;
+        self.saved_point().await;
         self.emitter
             .info(format!(
                 "restored {count} file{} as they were before that turn",

@@ -152,15 +152,37 @@ impl Session {
         if let Some(observer) = &self.params.turn_ends {
             let _ = observer.send(end);
         }
-        let failure = self
-            .emitter
-            .change(|shared| shared.store.journal().take_error());
-        if let Some(message) = failure {
-            self.emitter.error(message).await;
-        }
+        self.report_journal().await;
         self.start_next().await;
         if completed {
             self.continue_goal();
+        }
+    }
+
+    /// What a client is about to be told has happened is written (not waiting for the
+    /// fsync), and a failure to save it, or saving working again, is said.
+    pub(super) async fn saved_point(&mut self) {
+        let written = self.emitter.change(|shared| {
+            let journal = shared.store.journal();
+            let written = journal.written();
+            journal.sync();
+            written
+        });
+        crate::engine::store::wait_written(written).await;
+        self.report_journal().await;
+    }
+
+    /// Says (to every client) that the session cannot be saved, or is saved again.
+    pub(super) async fn report_journal(&mut self) {
+        let (failure, recovered) = self.emitter.change(|shared| {
+            let journal = shared.store.journal();
+            (journal.take_error(), journal.take_recovered())
+        });
+        if let Some(message) = failure {
+            self.emitter.error(message).await;
+        }
+        if let Some(message) = recovered {
+            self.emitter.info(message).await;
         }
     }
 

@@ -41,6 +41,10 @@ pub trait Journal: Send + Sync {
     fn take_error(&self) -> Option<String> {
         None
     }
+    /// Persisting works again after a failure (once): what to tell the session.
+    fn take_recovered(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How long a session waits for its journal's writes before it goes on anyway: a disk

@@ -69,6 +69,29 @@ pub fn run(backend: Backend, attachments: PathBuf) -> u8 {
     0
 }
 
+/// A connection fed `frames` as stdin would bring them, its sessions in a daemon that is
+/// not there (`socket`); every message it writes goes to `out`. For the fuzz targets
+/// (`crate::fuzzing`): the real dispatch of any client messages, with no process.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) async fn serve_frames(frames: Vec<Frame>, out: mpsc::Sender<Bytes>, socket: PathBuf) {
+    let (frames_tx, frames_rx) = mpsc::channel(INPUT_QUEUE);
+    let feed = tokio::spawn(async move {
+        for frame in frames {
+            if frames_tx.send(frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let backend = Backend::Daemon {
+        socket: socket.clone(),
+        start: false,
+    };
+    connection::Connection::new(backend, out, socket)
+        .run(frames_rx)
+        .await;
+    let _ = feed.await;
+}
+
 /// Reads stdin on its own thread: bounded lines, so one huge line costs at most the
 /// limit and is answered with an error instead of ending the connection.
 fn spawn_reader(frames: mpsc::Sender<Frame>) {

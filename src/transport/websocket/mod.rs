@@ -27,6 +27,9 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::transport::link::Backend;
+/// The upgrade's reader and answer, for the fuzz targets (`crate::fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use http::{read_request, upgrade_response};
 
 /// Where and how the server listens.
 #[derive(Debug, Clone)]
