@@ -10,10 +10,10 @@ use std::collections::BTreeSet;
 use tokio::sync::oneshot;
 
 use super::agents::Agents;
-use super::deferred::DeferredActions;
-use super::goal::GoalState;
-use super::store::Store;
-use super::tools::Hunk;
+use super::builtin::goal::GoalState;
+use super::conversation::store::Store;
+use super::ports::tools::Hunk;
+use super::turn::deferred::DeferredActions;
 use crate::protocol::{ApprovalMode, SessionStatus};
 
 pub struct Shared {
@@ -26,7 +26,7 @@ pub struct Shared {
     /// The last `status` message; `streaming` while a turn runs.
     pub status: SessionStatus,
     /// The session's approval mode (a running turn may use a looser one; see
-    /// `super::approvals`).
+    /// `super::turn::approvals`).
     pub mode: ApprovalMode,
     /// Tools the user allowed for the rest of the session (`approve` with `always`).
     pub allowlist: BTreeSet<String>,

@@ -5,7 +5,7 @@
 //! - `format`: the file's lines (the only place that knows their field names, with
 //!   `trace_lines` for those of subagents, the step list and the goal).
 //! - `files`: where files live, the per-session lock, reading, listing, removing.
-//! - `writer`: the [`Journal`](crate::engine::store::Journal) that appends entries.
+//! - `writer`: the [`Journal`](crate::engine::conversation::store::Journal) that appends entries.
 
 mod files;
 mod format;
@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub use files::{SavedSession, find, list, remove, sessions_dir, valid_id};
 pub use writer::flush_all;
 
-use crate::engine::store::{Entry, Journal};
+use crate::engine::conversation::store::{Entry, Journal};
 
 /// What a host needs to start a session on a file.
 pub struct Opened {

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::files::{self, SessionLock};
 use super::format;
-use crate::engine::store::{Entry, Journal};
+use crate::engine::conversation::store::{Entry, Journal};
 
 enum Job {
     Entry(Arc<Entry>),

@@ -2,7 +2,7 @@
 //! conversation of their own, the session's tools and its approval mode.
 //!
 //! A subagent's work is a turn like the session's own ([`super::turn`], with
-//! [`super::calls`] for its tool calls), run on its own *track* ([`Track::Agent`]): its
+//! [`super::turn::calls`] for its tool calls), run on its own *track* ([`Track::Agent`]): its
 //! conversation is its own, and its events are diverted into its record (transcript,
 //! activity; see [`record`]) instead of reaching clients. Its gated calls take exactly
 //! the parent's path (the same approvals, allowlist, attended flag and deferred actions,
@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::emitter::Emitter;
-use super::model::ModelCatalog;
+use super::ports::model::ModelCatalog;
 use super::turn::SteerInbox;
 use crate::protocol::AgentState;
 

@@ -8,9 +8,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::Session;
+use crate::engine::conversation::store::{EntryBody, FileBefore, Prepared, Store};
 use crate::engine::emitter::Emitter;
 use crate::engine::shared::Shared;
-use crate::engine::store::{EntryBody, FileBefore, Prepared, Store};
 use crate::protocol::{Event, ResumeItem};
 
 impl Session {
@@ -43,10 +43,10 @@ impl Session {
         {
             saved.insert(
                 0,
-                crate::engine::library::Saved {
+                crate::engine::ports::library::Saved {
                     id: current.clone(),
-                    label: crate::engine::store::first_line(&first, 80),
-                    updated: crate::engine::store::now_ms(),
+                    label: crate::engine::conversation::store::first_line(&first, 80),
+                    updated: crate::engine::conversation::store::now_ms(),
                 },
             );
         }

@@ -34,15 +34,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Hub;
+use super::conversation::store::{Entry, Journal, SessionMeta, Store};
+use super::conversation::tokens;
 use super::emitter::{Emitter, Outbound};
-use super::library::Library;
-use super::mcp::McpServers;
-use super::model::{ModelCatalog, ResolvedModel};
-use super::project::Project;
+use super::ports::library::Library;
+use super::ports::mcp::McpServers;
+use super::ports::model::{ModelCatalog, ResolvedModel};
+use super::ports::project::Project;
+use super::ports::tools::{ToolOutput, ToolRegistry};
 use super::shared::Shared;
-use super::store::{Entry, Journal, SessionMeta, Store};
-use super::tokens;
-use super::tools::{ToolOutput, ToolRegistry};
 use super::turn::{SteerInbox, TurnEnd, TurnOutcome};
 use crate::protocol::{ApprovalMode, ClientId, Event, ModelStatus, Op, UserInput};
 
@@ -475,7 +475,7 @@ fn meta(params: &SessionParams, model: &ResolvedModel) -> SessionMeta {
         id: params.session_id.clone(),
         cwd: params.cwd.clone(),
         model: model.full_name(),
-        created: crate::engine::store::now_ms(),
+        created: crate::engine::conversation::store::now_ms(),
         chat: params.chat,
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{Flow, Session};
-use crate::engine::project::{HookRun, TrustDecision};
+use crate::engine::ports::project::{HookRun, TrustDecision};
 use crate::protocol::{Event, UserInput};
 
 impl Session {

@@ -9,11 +9,11 @@
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::emitter::Emitter;
-use super::model::{ChatRequest, Message, ModelEvent, ResolvedModel};
 use super::prompt;
 use super::store::{EntryBody, EntryId, Prepared, Store};
 use super::tokens;
+use crate::engine::emitter::Emitter;
+use crate::engine::ports::model::{ChatRequest, Message, ModelEvent, ResolvedModel};
 use crate::protocol::{Event, TurnUsage};
 
 /// What one compaction summarises and what it keeps.

@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::model::ToolSpec;
-use super::shared::Shared;
-use super::store::{EntryBody, Prepared, Store, now_ms};
-use super::tools::ToolOutput;
-use super::turn::TurnContext;
+use crate::engine::conversation::store::{EntryBody, Prepared, Store, now_ms};
+use crate::engine::ports::model::ToolSpec;
+use crate::engine::ports::tools::ToolOutput;
+use crate::engine::shared::Shared;
+use crate::engine::turn::TurnContext;
 use crate::protocol::{Event, Goal, GoalStatus};
 
 pub const UPDATE_GOAL: &str = "update_goal";
