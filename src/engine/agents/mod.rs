@@ -20,7 +20,7 @@
 
 mod activity;
 mod items;
-mod record;
+pub(super) mod record;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -35,12 +35,12 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::emitter::Emitter;
 use super::ports::model::ModelCatalog;
+use super::shared::Emitter;
 use super::turn::SteerInbox;
 use crate::protocol::AgentState;
 
-pub use record::{Agents, is_under};
+pub use record::is_under;
 pub use tools::{CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS, specs};
 pub use track::{AgentLink, ROOT, Track};
 

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AgentLink, Hub, Task, Track};
 use crate::engine::conversation::store::{EntryBody, Prepared, Store};
-use crate::engine::emitter::Emitter;
 use crate::engine::ports::model::{Message, ResolvedModel};
 use crate::engine::ports::tools::ToolRegistry;
+use crate::engine::shared::Emitter;
 use crate::engine::turn::{self, SteerInbox, TurnContext, TurnEnd};
 use crate::protocol::{AgentState, ApprovalMode, UserInput};
 
@@ -83,9 +83,10 @@ async fn run(hub: Arc<Hub>, spawn: Spawn, cancel: CancellationToken, inbox: Stee
         crate::engine::conversation::prompt::PLAN_MODE.trim_end()
     ));
     // A subagent's messages are its parent's, not the user's: no prompt hooks.
-    let project: Arc<dyn crate::engine::Project> = Arc::new(crate::engine::NoProject {
-        prompt: String::new(),
-    });
+    let project: Arc<dyn crate::engine::ports::project::Project> =
+        Arc::new(crate::engine::ports::project::NoProject {
+            prompt: String::new(),
+        });
     let mut input = UserInput::text(spawn.task);
     let end = loop {
         let ctx = TurnContext {

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use super::Session;
 use crate::engine::conversation::store::{EntryBody, FileBefore, Prepared, Store};
-use crate::engine::emitter::Emitter;
+use crate::engine::emitter::Output;
+use crate::engine::shared::Emitter;
 use crate::engine::shared::Shared;
 use crate::protocol::{Event, ResumeItem};
 
@@ -290,6 +291,6 @@ fn restore(files: &[FileBefore]) -> (usize, Vec<String>) {
 impl Emitter {
     /// An emitter for another session on the same output (after `/resume`).
     pub fn for_session(&self, id: &str, shared: Arc<Mutex<Shared>>) -> Emitter {
-        Emitter::new(id, self.sender(), shared)
+        Emitter::new(Output::new(id, self.sender()), shared)
     }
 }

@@ -31,12 +31,12 @@ use super::agents::{Hub, Track};
 use super::conversation::compaction;
 use super::conversation::store::{EntryBody, EntryId, Prepared};
 use super::conversation::tokens::{self, context_limit};
-use super::emitter::Emitter;
 use super::ports::model::{
     ChatRequest, FinishReason, Message, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
 };
 use super::ports::project::{HookEvent, Project};
 use super::ports::tools::ToolRegistry;
+use super::shared::Emitter;
 use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput, notices};
 use calls::CallsOutcome;
 use plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
@@ -236,7 +236,9 @@ impl TurnContext {
             runs = self.project.run_hooks(HookEvent::UserPromptSubmit, payload) => runs,
         };
         for run in runs {
-            super::session::report_hook(&self.emitter, run).await;
+            for event in run.report() {
+                self.emitter.emit(event).await;
+            }
         }
         true
     }
@@ -292,7 +294,16 @@ impl TurnContext {
             return CompactEnd::Failed;
         };
         match compaction::run(plan, &self.model, &self.emitter, &self.cancel).await {
-            compaction::Outcome::Done { usage: spent } => {
+            compaction::Outcome::Done {
+                usage: spent,
+                entry,
+            } => {
+                self.emitter
+                    .emit_with(|shared| {
+                        shared.store.append(*entry);
+                        (Some(Event::CompactionEnd), ())
+                    })
+                    .await;
                 usage.add(&spent);
                 CompactEnd::Done
             }
