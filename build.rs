@@ -6,7 +6,7 @@
 //!   daemon running other code under the same version string. A content hash rather
 //!   than a timestamp: rebuilding the same sources gives the same id.
 //! - `o200k.bin`: the o200k vocabulary from `tiktoken-rs` as a compact table (see
-//!   `src/engine/o200k.rs` for why it does not use `tiktoken-rs` at run time). It
+//!   `src/engine/conversation/o200k.rs` for why it does not use `tiktoken-rs` at run time). It
 //!   depends on nothing in the tree, so it is built once per `OUT_DIR`.
 //!
 //! Layout of `$OUT_DIR/o200k.bin`, little-endian: token count `n` (u32), then `n + 1`
@@ -111,7 +111,7 @@ fn write_o200k(path: &std::path::Path, slots_path: &std::path::Path) {
         out.extend_from_slice(token);
     }
     // The rank lookup table, open addressing with linear probing over FNV-1a, exactly as
-    // `src/engine/o200k.rs` probes it: built here so a process never spends
+    // `src/engine/conversation/o200k.rs` probes it: built here so a process never spends
     // milliseconds hashing 200k tokens before its first count.
     let capacity = tokens.len().next_power_of_two();
     let mask = (capacity - 1) as u64;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jucode::engine::Message;
-use jucode::engine::store::{EntryBody, NoJournal, Prepared, SessionMeta, Store};
+use jucode::engine::conversation::store::{EntryBody, NoJournal, Prepared, SessionMeta, Store};
 use jucode::protocol::UserMessageEvent;
 use serde_json::{Value, json};
 use support::{BIN, Home, Serve, percentile};

@@ -189,7 +189,7 @@ pub struct ProviderConfig {
     pub max_retries: Option<u32>,
     /// First retry delay in milliseconds; doubles with every attempt. A `retry-after`
     /// from the server replaces it. Either way the engine caps a pause at 60 s
-    /// (`MAX_RETRY_DELAY` in `engine/turn.rs`), so a turn never looks frozen.
+    /// (`MAX_RETRY_DELAY` in `engine/turn/mod.rs`), so a turn never looks frozen.
     pub retry_base_delay_ms: Option<u64>,
     /// A stream that sends nothing for this many seconds is cut and counts as a
     /// transient failure.

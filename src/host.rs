@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::{ApprovalMode, LoadedConfig, Profile};
 use crate::engine::{Input, Outbound};
-use crate::engine::{McpServers, SessionParams, ToolRegistry, prompt};
+use crate::engine::{McpServers, SessionParams, ToolRegistry, conversation::prompt};
 use crate::mcp::McpManager;
 use crate::protocol::{Op, OpName};
 use crate::providers::Catalog;
@@ -68,7 +68,7 @@ pub fn build_session(
                 .as_ref()
                 .and_then(|(entries, _)| entries.first())
                 .and_then(|entry| match &entry.body {
-                    crate::engine::store::EntryBody::Session(meta) => Some(meta),
+                    crate::engine::conversation::store::EntryBody::Session(meta) => Some(meta),
                     _ => None,
                 })
             {
@@ -226,11 +226,11 @@ struct ProfileLibrary {
     by: &'static str,
 }
 
-impl crate::engine::library::Library for ProfileLibrary {
-    fn list(&self, cwd: &std::path::Path) -> Vec<crate::engine::library::Saved> {
+impl crate::engine::ports::library::Library for ProfileLibrary {
+    fn list(&self, cwd: &std::path::Path) -> Vec<crate::engine::ports::library::Saved> {
         crate::sessions::list(&self.profile.dir, Some(cwd))
             .into_iter()
-            .map(|saved| crate::engine::library::Saved {
+            .map(|saved| crate::engine::ports::library::Saved {
                 id: saved.id,
                 label: saved.label,
                 updated: saved.updated,

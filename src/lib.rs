@@ -138,6 +138,182 @@ mod tidy {
         }
     }
 
+    /// The engine's layers, bottom up, by module path (the longest prefix decides); a
+    /// file imports nothing from a layer above its own. The parts of the session's state
+    /// and the output are below the state, the state below the work that changes it,
+    /// and that below the session task: so emitting an event never needs the session.
+    const ENGINE_LAYERS: &[(&str, u8)] = &[
+        ("ports", 0),
+        ("conversation", 0),
+        ("commands", 0),
+        ("emitter", 0),
+        ("delegate", 0),
+        ("turn::deferred", 0),
+        ("agents::record", 0),
+        ("agents::items", 0),
+        ("agents::activity", 0),
+        ("builtin::goal::state", 0),
+        ("shared", 1),
+        // A turn starts subagents, and a subagent's work is a turn: one layer.
+        ("turn", 2),
+        ("agents", 2),
+        ("builtin", 2),
+        // Opening a saved session yields a whole session's parameters.
+        ("ports::library", 3),
+        ("session", 3),
+        ("", 3),
+    ];
+
+    fn engine_layer(module: &[String]) -> u8 {
+        let path = module.join("::");
+        ENGINE_LAYERS
+            .iter()
+            .filter(|(prefix, _)| {
+                prefix.is_empty() || path == *prefix || path.starts_with(&format!("{prefix}::"))
+            })
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, layer)| *layer)
+            .expect("the empty prefix matches every path")
+    }
+
+    /// The paths a `use` tree stands for (`a::{b, c::d}` is `a::b` and `a::c::d`).
+    fn use_paths(tree: &str) -> Vec<String> {
+        // `x as y` names x.
+        let mut words = tree.split_whitespace().peekable();
+        let mut plain = String::new();
+        while let Some(word) = words.next() {
+            if word == "as" {
+                let renamed = words.next().unwrap_or_default();
+                plain.push_str(
+                    renamed.trim_start_matches(|c: char| c == '_' || c.is_alphanumeric()),
+                );
+            } else {
+                plain.push_str(word);
+            }
+        }
+        let tree = plain;
+        let Some(open) = tree.find('{') else {
+            return vec![tree];
+        };
+        let (head, body) = (&tree[..open], &tree[open + 1..tree.len() - 1]);
+        let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+        for (at, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&body[start..at]);
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&body[start..]);
+        parts
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .flat_map(|part| use_paths(&format!("{head}{part}")))
+            .collect()
+    }
+
+    /// The engine modules `code` (of the file at `module`, declaring `children`) names.
+    fn engine_imports(module: &[String], children: &[String], code: &str) -> Vec<Vec<String>> {
+        let mut paths = Vec::new();
+        let mut rest = code;
+        while let Some(at) = rest.find("use ") {
+            let before = rest[..at].chars().last();
+            let statement = &rest[at + 4..];
+            let end = statement.find(';').unwrap_or(statement.len());
+            if before.is_none_or(|c| c.is_whitespace() || c == ')') {
+                paths.extend(use_paths(&statement[..end]));
+            }
+            rest = &statement[end..];
+        }
+        for start in ["super::", "crate::engine::"] {
+            let mut rest = code;
+            while let Some(at) = rest.find(start) {
+                let path: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                paths.push(path);
+                rest = &rest[at + start.len()..];
+            }
+        }
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+                let (mut base, mut segments) = match segments.first() {
+                    Some(&"crate") if segments.get(1) == Some(&"engine") => {
+                        (Vec::new(), &segments[2..])
+                    }
+                    Some(&"self") => (module.to_vec(), &segments[1..]),
+                    Some(&"super") => (module.to_vec(), &segments[..]),
+                    Some(first) if children.iter().any(|child| child == first) => {
+                        (module.to_vec(), &segments[..])
+                    }
+                    _ => return None,
+                };
+                while segments.first() == Some(&"super") {
+                    base.pop();
+                    segments = &segments[1..];
+                }
+                base.extend(segments.iter().map(|s| s.to_string()));
+                Some(base)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_engine_imports_no_layer_above_a_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+        let mut wrong = Vec::new();
+        for (path, code) in sources("src/engine") {
+            let relative = Path::new(&path)
+                .strip_prefix(&root)
+                .expect("under src/engine");
+            let mut module: Vec<String> = relative
+                .with_extension("")
+                .iter()
+                .map(|part| part.to_string_lossy().into_owned())
+                .collect();
+            if module.last().is_some_and(|last| last == "tests") {
+                continue;
+            }
+            if module.last().is_some_and(|last| last == "mod") {
+                module.pop();
+            }
+            let code = code
+                .split("#[cfg(test)]\nmod tests {")
+                .next()
+                .unwrap_or_default();
+            let children: Vec<String> = code
+                .lines()
+                .filter_map(|line| {
+                    let line = line.trim_start().trim_start_matches("pub(super) ");
+                    let line = line
+                        .trim_start_matches("pub(crate) ")
+                        .trim_start_matches("pub ");
+                    line.strip_prefix("mod ")?
+                        .strip_suffix(';')
+                        .map(str::to_owned)
+                })
+                .collect();
+            let own = engine_layer(&module);
+            for import in engine_imports(&module, &children, code) {
+                if engine_layer(&import) > own {
+                    wrong.push(format!(
+                        "{path} (layer {own}) imports engine::{} (layer {})",
+                        import.join("::"),
+                        engine_layer(&import)
+                    ));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "see ENGINE_LAYERS:\n{}", wrong.join("\n"));
+    }
+
     #[test]
     fn the_daemon_crate_knows_no_engine() {
         forbid(

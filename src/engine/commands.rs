@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use strum::IntoEnumIterator;
 
-use super::project::TrustDecision;
+use super::ports::project::TrustDecision;
 use crate::protocol::{CommandInfo, Decision};
 
 /// The built-in slash commands.

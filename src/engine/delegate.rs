@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::emitter::Emitter;
+use super::emitter::Output;
 use crate::protocol::{ClientId, Event};
 
 /// The most requests waiting for a client's answer at once.
@@ -41,7 +41,7 @@ impl Capabilities {
 pub struct Delegation(Arc<Inner>);
 
 struct Inner {
-    emitter: Emitter,
+    output: Output,
     state: Mutex<State>,
 }
 
@@ -53,9 +53,9 @@ struct State {
 }
 
 impl Delegation {
-    pub fn new(emitter: Emitter) -> Self {
+    pub fn new(output: Output) -> Self {
         Self(Arc::new(Inner {
-            emitter,
+            output,
             state: Mutex::default(),
         }))
     }
@@ -144,7 +144,7 @@ impl ToolDelegate {
             method: method.to_owned(),
             params,
         };
-        self.delegation.0.emitter.reply(self.client, request).await;
+        self.delegation.0.output.reply(self.client, request).await;
         let outcome = tokio::select! {
             biased;
             () = cancel.cancelled() => Err("interrupted by the user".to_owned()),

@@ -1,24 +1,25 @@
 //! The one way events leave a session, and the state late joiners are shown.
 //!
-//! An [`Emitter`] encodes each event once into an [`EventLine`] and sends it on a
+//! An [`Output`] encodes each event once into an [`EventLine`] and sends it on a
 //! bounded channel. Whoever holds the receiver decides what a full queue means: the
 //! stdio transport lets the engine wait (a single client that stops reading pauses its
 //! own session), the daemon's fan-out drains it without ever waiting on a client.
 //!
-//! Events that go with a change of [`Shared`] state (a tool result entering the
-//! history, an approval request opening, a delta extending the reply being streamed)
-//! are sent by [`Emitter::emit_with`]: a channel slot is reserved first, then the state
+//! Sending needs nothing else. Events that go with a change of the session's state (a
+//! tool result entering the history, an approval request opening, a delta extending the
+//! reply being streamed) are sent by [`Emitter::emit_with`], which adds the state's
+//! lock to the output: a channel slot is reserved first, then the state
 //! lock is taken, the state changed, the event encoded and sent, and the lock released.
 //! A snapshot for a late-joining client is built and queued under the same lock, so in
 //! the output stream every event is either reflected in the snapshot before it, or
 //! comes after it: never both, never neither.
 
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::mpsc;
 
-use super::shared::Shared;
-use crate::protocol::{ClientId, Event, EventEncoder, EventLine, SessionStatus};
+use crate::protocol::{ClientId, Event, EventEncoder, EventLine};
 
 /// Capacity of a session's outbound queue. Large enough to absorb a burst of deltas
 /// while the writer is in a syscall, small enough to bound memory at a few hundred KiB.
@@ -46,19 +47,19 @@ pub enum Outbound {
     Barrier { token: u64 },
 }
 
+/// The output channel of a session, and the encoder that names its lines: all that
+/// sending an event takes.
 #[derive(Clone)]
-pub struct Emitter {
+pub struct Output {
     encoder: EventEncoder,
     tx: mpsc::Sender<Outbound>,
-    shared: Arc<Mutex<Shared>>,
 }
 
-impl Emitter {
-    pub fn new(session_id: &str, tx: mpsc::Sender<Outbound>, shared: Arc<Mutex<Shared>>) -> Self {
+impl Output {
+    pub fn new(session_id: &str, tx: mpsc::Sender<Outbound>) -> Self {
         Self {
             encoder: EventEncoder::new(session_id),
             tx,
-            shared,
         }
     }
 
@@ -78,70 +79,6 @@ impl Emitter {
     pub async fn reply(&self, client: ClientId, event: Event) {
         let line = self.encoder.encode(&event);
         let _ = self.tx.send(Outbound::Reply { client, line }).await;
-    }
-
-    /// Changes the shared state and emits the event that announces the change (if any),
-    /// as one step with respect to snapshots. `change` runs under the state lock: keep
-    /// it short.
-    pub async fn emit_with<R>(&self, change: impl FnOnce(&mut Shared) -> (Option<Event>, R)) -> R {
-        let permit = self.tx.reserve().await;
-        let mut shared = self.lock();
-        let (event, result) = change(&mut shared);
-        if let (Ok(permit), Some(event)) = (permit, event) {
-            permit.send(Outbound::Line(self.encoder.encode(&event)));
-        }
-        result
-    }
-
-    /// [`Emitter::emit_with`] for a change announced by several events (at most `room`;
-    /// more would lose their atomicity with the change, and are sent after it).
-    pub async fn emit_many_with<R>(
-        &self,
-        room: usize,
-        change: impl FnOnce(&mut Shared) -> (Vec<Event>, R),
-    ) -> R {
-        let permits = self.tx.reserve_many(room).await;
-        let (late, result) = {
-            let mut shared = self.lock();
-            let (events, result) = change(&mut shared);
-            let Ok(permits) = permits else {
-                // Nobody reads any more: the change stands, its events go nowhere.
-                return result;
-            };
-            let mut events = events.into_iter();
-            for (permit, event) in permits.zip(&mut events) {
-                permit.send(Outbound::Line(self.encoder.encode(&event)));
-            }
-            (events.collect::<Vec<_>>(), result)
-        };
-        debug_assert!(late.is_empty(), "{} events beyond their room", late.len());
-        for event in late {
-            self.emit(event).await;
-        }
-        result
-    }
-
-    /// Like [`Emitter::emit_with`] for changes that announce themselves with no event.
-    pub fn change<R>(&self, change: impl FnOnce(&mut Shared) -> R) -> R {
-        change(&mut self.lock())
-    }
-
-    /// Builds a snapshot from the shared state and queues it at this point of the
-    /// stream. A transcript part costs reference counts (its items are encoded
-    /// already); only the small events are encoded here.
-    pub async fn snapshot(&self, token: u64, build: impl FnOnce(&Shared) -> Vec<SnapshotPart>) {
-        let permit = self.tx.reserve().await;
-        let shared = self.lock();
-        let mut lines = Vec::new();
-        for part in build(&shared) {
-            match part {
-                SnapshotPart::Event(event) => lines.push(self.encoder.encode(&event)),
-                SnapshotPart::Transcript(items) => lines.extend(self.encoder.transcript(&items)),
-            }
-        }
-        if let Ok(permit) = permit {
-            permit.send(Outbound::Snapshot { token, lines });
-        }
     }
 
     /// A `transcript` event of encoded items, for one client.
@@ -168,19 +105,112 @@ impl Emitter {
     pub async fn error(&self, message: impl Into<String>) {
         self.emit(Event::error(message)).await;
     }
+}
 
-    /// Emits a `status` and remembers it as the session's current status.
-    pub async fn status(&self, status: SessionStatus) {
-        self.emit_with(|shared| {
-            shared.status = status.clone();
-            (Some(Event::status(status)), ())
-        })
-        .await;
+/// An [`Output`] and the lock of the state `S` that its events announce changes of.
+/// Emitting alone goes through the output (an emitter derefs to it); a change and its
+/// event go through here, under the lock.
+pub struct Emitter<S> {
+    output: Output,
+    state: Arc<Mutex<S>>,
+}
+
+impl<S> Clone for Emitter<S> {
+    fn clone(&self) -> Self {
+        Self {
+            output: self.output.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl<S> Deref for Emitter<S> {
+    type Target = Output;
+
+    fn deref(&self) -> &Output {
+        &self.output
+    }
+}
+
+impl<S> Emitter<S> {
+    pub fn new(output: Output, state: Arc<Mutex<S>>) -> Self {
+        Self { output, state }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Shared> {
+    /// The output alone, for code that emits but changes no state.
+    pub fn output(&self) -> &Output {
+        &self.output
+    }
+
+    /// Changes the state and emits the event that announces the change (if any),
+    /// as one step with respect to snapshots. `change` runs under the state lock: keep
+    /// it short.
+    pub async fn emit_with<R>(&self, change: impl FnOnce(&mut S) -> (Option<Event>, R)) -> R {
+        let permit = self.output.tx.reserve().await;
+        let mut state = self.lock();
+        let (event, result) = change(&mut state);
+        if let (Ok(permit), Some(event)) = (permit, event) {
+            permit.send(Outbound::Line(self.output.encoder.encode(&event)));
+        }
+        result
+    }
+
+    /// [`Emitter::emit_with`] for a change announced by several events (at most `room`;
+    /// more would lose their atomicity with the change, and are sent after it).
+    pub async fn emit_many_with<R>(
+        &self,
+        room: usize,
+        change: impl FnOnce(&mut S) -> (Vec<Event>, R),
+    ) -> R {
+        let permits = self.output.tx.reserve_many(room).await;
+        let (late, result) = {
+            let mut state = self.lock();
+            let (events, result) = change(&mut state);
+            let Ok(permits) = permits else {
+                // Nobody reads any more: the change stands, its events go nowhere.
+                return result;
+            };
+            let mut events = events.into_iter();
+            for (permit, event) in permits.zip(&mut events) {
+                permit.send(Outbound::Line(self.output.encoder.encode(&event)));
+            }
+            (events.collect::<Vec<_>>(), result)
+        };
+        debug_assert!(late.is_empty(), "{} events beyond their room", late.len());
+        for event in late {
+            self.emit(event).await;
+        }
+        result
+    }
+
+    /// Like [`Emitter::emit_with`] for changes that announce themselves with no event.
+    pub fn change<R>(&self, change: impl FnOnce(&mut S) -> R) -> R {
+        change(&mut self.lock())
+    }
+
+    /// Builds a snapshot from the state and queues it at this point of the
+    /// stream. A transcript part costs reference counts (its items are encoded
+    /// already); only the small events are encoded here.
+    pub async fn snapshot(&self, token: u64, build: impl FnOnce(&S) -> Vec<SnapshotPart>) {
+        let permit = self.output.tx.reserve().await;
+        let state = self.lock();
+        let mut lines = Vec::new();
+        for part in build(&state) {
+            match part {
+                SnapshotPart::Event(event) => lines.push(self.output.encoder.encode(&event)),
+                SnapshotPart::Transcript(items) => {
+                    lines.extend(self.output.encoder.transcript(&items))
+                }
+            }
+        }
+        if let Ok(permit) = permit {
+            permit.send(Outbound::Snapshot { token, lines });
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, S> {
         // A poisoned lock means a panic elsewhere mid-change; the state is still the best
         // record there is, and refusing it would stop the session for good.
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -6,43 +6,28 @@
 //! [`ToolRegistry`] given to [`spawn`]; the engine never names a concrete one.
 
 mod agents;
-pub mod approvals;
-mod attach;
 mod builtin;
-mod calls;
 pub mod commands;
-mod compaction;
-mod deferred;
+pub mod conversation;
 pub mod delegate;
 mod emitter;
-mod goal;
-pub mod library;
-pub mod mcp;
-pub mod model;
-mod o200k;
-mod plan;
-mod plan_steps;
-pub mod project;
-pub mod prompt;
+pub mod ports;
 mod session;
 mod shared;
-pub mod store;
-pub mod tokens;
-pub mod tools;
 mod turn;
 
 pub use builtin::session_builtin_specs;
 pub use emitter::{EVENT_QUEUE, Outbound};
-pub use mcp::{McpServers, PromptArgument, PromptCommand};
-pub use model::{
+pub use ports::mcp::{McpServers, PromptArgument, PromptCommand};
+pub use ports::model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
     ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
 };
-pub use project::{
+pub use ports::project::{
     CustomCommand, HookEvent, HookRun, NoProject, Project, TrustChange, TrustDecision,
 };
-pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
-pub use tools::{
+pub use ports::tools::{
     Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, ToolSource,
 };
+pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
 pub use turn::TurnEnd;

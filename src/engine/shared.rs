@@ -9,12 +9,27 @@ use std::collections::BTreeSet;
 
 use tokio::sync::oneshot;
 
-use super::agents::Agents;
-use super::deferred::DeferredActions;
-use super::goal::GoalState;
-use super::store::Store;
-use super::tools::Hunk;
-use crate::protocol::{ApprovalMode, SessionStatus};
+use super::agents::record::Agents;
+use super::builtin::goal::state::GoalState;
+use super::conversation::store::Store;
+use super::emitter;
+use super::ports::tools::Hunk;
+use super::turn::deferred::DeferredActions;
+use crate::protocol::{ApprovalMode, Event, SessionStatus};
+
+/// The session's emitter: its output, and the lock of its [`Shared`] state.
+pub type Emitter = emitter::Emitter<Shared>;
+
+impl Emitter {
+    /// Emits a `status` and remembers it as the session's current status.
+    pub async fn status(&self, status: SessionStatus) {
+        self.emit_with(|shared| {
+            shared.status = status.clone();
+            (Some(Event::status(status)), ())
+        })
+        .await;
+    }
+}
 
 pub struct Shared {
     /// The conversation (the active branch is what the model reads next).
@@ -26,7 +41,7 @@ pub struct Shared {
     /// The last `status` message; `streaming` while a turn runs.
     pub status: SessionStatus,
     /// The session's approval mode (a running turn may use a looser one; see
-    /// `super::approvals`).
+    /// `super::turn::approvals`).
     pub mode: ApprovalMode,
     /// Tools the user allowed for the rest of the session (`approve` with `always`).
     pub allowlist: BTreeSet<String>,

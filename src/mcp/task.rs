@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{self, Endpoint, Notice, RemotePrompt, RemoteTool, SharedConnection};
 use super::manager::{Inner, Status, timeout_of};
 use crate::config::mcp as config;
-use crate::engine::tools::resolve_path;
+use crate::engine::ports::tools::resolve_path;
 use crate::protocol::McpServerConfig;
 
 /// Notices a server may have waiting (list changes); more are dropped, as one pending

@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::config::hooks::Hook;
-use crate::engine::project::HookRun;
+use crate::engine::ports::project::HookRun;
 
 /// Output of one hook shown at most (its start).
 const MAX_OUTPUT_BYTES: usize = 16 * 1024;

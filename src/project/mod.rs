@@ -25,7 +25,7 @@ use futures_util::future::BoxFuture;
 
 use crate::config::hooks::{Hook, HooksConfig};
 use crate::config::{LoadedConfig, McpServerConfig};
-use crate::engine::project::{
+use crate::engine::ports::project::{
     CustomCommand, HookEvent, HookRun, Project, TrustChange, TrustDecision,
 };
 use crate::protocol::SessionStatus;

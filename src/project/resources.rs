@@ -11,7 +11,7 @@ use gray_matter::Matter;
 use gray_matter::engine::YAML;
 use serde::Deserialize;
 
-use crate::engine::project::CustomCommand;
+use crate::engine::ports::project::CustomCommand;
 
 /// Instruction files above this size are cut: they are re-sent on every request.
 pub const MAX_INSTRUCTIONS_BYTES: usize = 64 * 1024;

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The five approval modes, strictest first in permissiveness order except `plan`
-/// (see `engine::approvals`).
+/// (see `engine::turn::approvals`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::format::{self, Body, Line};
-use crate::engine::store::{Entry, first_line};
+use crate::engine::conversation::store::{Entry, first_line};
 
 /// The sessions directory of a profile.
 pub fn sessions_dir(profile_dir: &Path) -> PathBuf {

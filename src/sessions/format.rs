@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::trace_lines::{self, AgentLine, GoalLine, StepLine};
-use crate::engine::store::{Entry, EntryBody, FileBefore, SessionMeta};
+use crate::engine::conversation::store::{Entry, EntryBody, FileBefore, SessionMeta};
 use crate::engine::{ImageData, Message, ToolCall};
 use crate::protocol::{PlanStatus, UserMessageEvent};
 

@@ -5,7 +5,7 @@
 //! - `format`: the file's lines (the only place that knows their field names, with
 //!   `trace_lines` for those of subagents, the step list and the goal).
 //! - `files`: where files live, the per-session lock, reading, listing, removing.
-//! - `writer`: the [`Journal`](crate::engine::store::Journal) that appends entries.
+//! - `writer`: the [`Journal`](crate::engine::conversation::store::Journal) that appends entries.
 
 mod files;
 mod format;
@@ -23,7 +23,7 @@ pub use writer::flush_all;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use {files::read, format::encode};
 
-use crate::engine::store::{Entry, Journal};
+use crate::engine::conversation::store::{Entry, Journal};
 
 /// What a host needs to start a session on a file.
 pub struct Opened {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::store::SavedAgent;
+use crate::engine::conversation::store::SavedAgent;
 use crate::protocol::{
     AgentKind, AgentRun, AgentState, Goal, GoalStatus, PlanStep, StepStatus, SubagentItem,
 };

@@ -27,7 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use super::files::{self, SessionLock};
 use super::format;
-use crate::engine::store::{Entry, Journal};
+use crate::engine::conversation::store::{Entry, Journal};
 
 /// How often a writer that cannot write tries again (it also tries with every entry).
 pub const RETRY: Duration = Duration::from_secs(1);

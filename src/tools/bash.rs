@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use super::args::Args;
 use super::exec::{self, End, Job};
 use super::shell::{ShellClass, classify_with_home};
-use crate::engine::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Effect, Tool, ToolContext, ToolOutput};
 
 const NAME: &str = "bash";

@@ -17,7 +17,7 @@ use super::args::Args;
 use super::diff::LineDiff;
 use super::files::{Target, select_hunks};
 use crate::engine::delegate::ToolDelegate;
-use crate::engine::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
 
 /// How long a file request may wait for the client.

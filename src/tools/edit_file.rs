@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::args::Args;
 use super::diff::LineDiff;
 use super::files::{self, Current, Target};
-use crate::engine::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
 
 const NAME: &str = "edit_file";

@@ -8,7 +8,7 @@
 //!   SIGTERM to the group, up to [`GRACE`] for cleanup, then SIGKILL to whatever is left
 //!   of the group. The grace ends early once the shell has exited and the group is empty.
 //! - A session interrupt does not get that grace: the engine stops awaiting the call as
-//!   soon as the turn is cancelled (it drops the tool's future, see `engine/calls.rs`),
+//!   soon as the turn is cancelled (it drops the tool's future, see `engine/turn/calls.rs`),
 //!   before this code can see `job.cancel`, so the drop guard below sends SIGKILL to the
 //!   group at once. No SIGTERM is sent and no `trap` handler runs.
 //! - stdout and stderr are read by two tasks that push into one shared tail in arrival

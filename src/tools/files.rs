@@ -5,7 +5,7 @@
 //! - The path in [`Effect::Edit`] is absolute and lexically normalized (`.` dropped,
 //!   `a/..` folded), and symlinks are not resolved here: the approval summary shows the
 //!   path the model asked for. The policy resolves them itself when it decides "inside
-//!   the project?" (`engine::approvals::is_inside` canonicalizes the longest existing
+//!   the project?" (`engine::turn::approvals::is_inside` canonicalizes the longest existing
 //!   ancestor), so a symlink in the project that points elsewhere counts as outside.
 //! - Assessment and run both read the file afresh: the run re-validates against what is
 //!   on disk then, because the user may have edited the file while the approval waited.

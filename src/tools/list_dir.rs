@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::Args;
 use super::{display_path, resolve, run_blocking};
-use crate::engine::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Tool, ToolContext, ToolOutput};
 
 const NAME: &str = "list_dir";

@@ -1,7 +1,7 @@
 //! An agent's latest action in a few words (`agent_runs.activity`), from the tool call
 //! it makes: "Running cargo test", "Reading src/lib.rs".
 
-use crate::engine::store::first_line;
+use crate::engine::conversation::store::first_line;
 
 /// Longest activity shown, in characters.
 const MAX_CHARS: usize = 60;

@@ -2,7 +2,7 @@
 //! conversation of their own, the session's tools and its approval mode.
 //!
 //! A subagent's work is a turn like the session's own ([`super::turn`], with
-//! [`super::calls`] for its tool calls), run on its own *track* ([`Track::Agent`]): its
+//! [`super::turn::calls`] for its tool calls), run on its own *track* ([`Track::Agent`]): its
 //! conversation is its own, and its events are diverted into its record (transcript,
 //! activity; see [`record`]) instead of reaching clients. Its gated calls take exactly
 //! the parent's path (the same approvals, allowlist, attended flag and deferred actions,
@@ -20,7 +20,7 @@
 
 mod activity;
 mod items;
-mod record;
+pub(super) mod record;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -35,12 +35,12 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::emitter::Emitter;
-use super::model::ModelCatalog;
+use super::ports::model::ModelCatalog;
+use super::shared::Emitter;
 use super::turn::SteerInbox;
 use crate::protocol::AgentState;
 
-pub use record::{Agents, is_under};
+pub use record::is_under;
 pub use tools::{CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS, specs};
 pub use track::{AgentLink, ROOT, Track};
 

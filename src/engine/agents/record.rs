@@ -19,8 +19,8 @@ use tokio::sync::Notify;
 
 use super::activity;
 use super::items::Items;
-use crate::engine::model::Message;
-use crate::engine::store::{EntryBody, SavedAgent, Store, first_line};
+use crate::engine::conversation::store::{EntryBody, SavedAgent, Store, first_line};
+use crate::engine::ports::model::Message;
 use crate::protocol::{AgentRun, AgentState, Event, LifecycleStatus, SubagentItem, TurnUsage};
 
 /// `agent_runs` is pushed at most this often while agents work (lifecycle changes are
@@ -194,14 +194,14 @@ impl Agents {
         // Looked up by `&str` first: this runs for every delta an agent streams.
         if !self.conversations.contains_key(id) {
             let store = Store::new(
-                crate::engine::store::SessionMeta {
+                crate::engine::conversation::store::SessionMeta {
                     id: id.to_owned(),
                     cwd: Default::default(),
                     model: String::new(),
                     created: 0,
                     chat: false,
                 },
-                Arc::new(crate::engine::store::NoJournal),
+                Arc::new(crate::engine::conversation::store::NoJournal),
             );
             let fresh = Conversation {
                 store,

@@ -13,10 +13,10 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentLink, Hub, Task, Track};
-use crate::engine::emitter::Emitter;
-use crate::engine::model::{Message, ResolvedModel};
-use crate::engine::store::{EntryBody, Prepared, Store};
-use crate::engine::tools::ToolRegistry;
+use crate::engine::conversation::store::{EntryBody, Prepared, Store};
+use crate::engine::ports::model::{Message, ResolvedModel};
+use crate::engine::ports::tools::ToolRegistry;
+use crate::engine::shared::Emitter;
 use crate::engine::turn::{self, SteerInbox, TurnContext, TurnEnd};
 use crate::protocol::{AgentState, ApprovalMode, UserInput};
 
@@ -63,14 +63,14 @@ pub fn start(hub: &Arc<Hub>, spawn: Spawn) {
 /// transcript when it finishes).
 pub fn new_store(id: &str, cwd: PathBuf, model: &ResolvedModel) -> Store {
     Store::new(
-        crate::engine::store::SessionMeta {
+        crate::engine::conversation::store::SessionMeta {
             id: id.to_owned(),
             cwd,
             model: model.full_name(),
-            created: crate::engine::store::now_ms(),
+            created: crate::engine::conversation::store::now_ms(),
             chat: false,
         },
-        Arc::new(crate::engine::store::NoJournal),
+        Arc::new(crate::engine::conversation::store::NoJournal),
     )
 }
 
@@ -80,12 +80,13 @@ async fn run(hub: Arc<Hub>, spawn: Spawn, cancel: CancellationToken, inbox: Stee
     let system: Arc<str> = Arc::from(system_prompt(&hub.system(), &id));
     let plan_system: Arc<str> = Arc::from(format!(
         "{system}\n\n{}",
-        crate::engine::prompt::PLAN_MODE.trim_end()
+        crate::engine::conversation::prompt::PLAN_MODE.trim_end()
     ));
     // A subagent's messages are its parent's, not the user's: no prompt hooks.
-    let project: Arc<dyn crate::engine::Project> = Arc::new(crate::engine::NoProject {
-        prompt: String::new(),
-    });
+    let project: Arc<dyn crate::engine::ports::project::Project> =
+        Arc::new(crate::engine::ports::project::NoProject {
+            prompt: String::new(),
+        });
     let mut input = UserInput::text(spawn.task);
     let end = loop {
         let ctx = TurnContext {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::activity;
 use super::record::*;
-use crate::engine::store::{NoJournal, SessionMeta, Store};
+use crate::engine::conversation::store::{NoJournal, SessionMeta, Store};
 use crate::protocol::{AgentKind, AgentRun, AgentState, Event, LifecycleStatus, TurnUsage};
 
 fn agent(id: &str) -> NewAgent {

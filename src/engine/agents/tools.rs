@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use super::record::NewAgent;
 use super::run::{self, Spawn};
 use super::{AgentLink, Waited, is_under};
-use crate::engine::model::{ToolCall, ToolSpec, pick_effort};
-use crate::engine::store::{first_line, now_ms};
-use crate::engine::tools::ToolOutput;
+use crate::engine::conversation::store::{first_line, now_ms};
+use crate::engine::ports::model::{ToolCall, ToolSpec, pick_effort};
+use crate::engine::ports::tools::ToolOutput;
 use crate::engine::turn::TurnContext;
 use crate::protocol::{AgentKind, AgentRun, AgentState, UserInput};
 

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::engine::conversation::store::{EntryId, Store};
+use crate::engine::conversation::tokens;
 use crate::engine::shared::Shared;
-use crate::engine::store::{EntryId, Store};
-use crate::engine::tokens;
 use crate::engine::turn::{TurnContext, TurnEnd};
 use crate::protocol::{Event, SessionStatus, TurnUsage};
 

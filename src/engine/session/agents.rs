@@ -5,7 +5,7 @@
 
 use super::Session;
 use crate::engine::agents::ROOT;
-use crate::engine::plan_steps;
+use crate::engine::builtin::plan_steps;
 use crate::protocol::{AgentState, Event, Goal, PlanStep, TurnUsage};
 
 /// The goal, step list and agents (ids and states) as clients are shown them.

@@ -7,11 +7,11 @@
 //! session ends (see [`Session::resolve_open_approvals`] and `calls.rs`).
 
 use super::{Internal, Session};
-use crate::engine::approvals::validate_answer;
-use crate::engine::calls::parse_arguments;
-use crate::engine::deferred::ActionState;
+use crate::engine::ports::tools::ToolOutput;
 use crate::engine::shared::Answer;
-use crate::engine::tools::ToolOutput;
+use crate::engine::turn::approvals::validate_answer;
+use crate::engine::turn::calls::parse_arguments;
+use crate::engine::turn::deferred::ActionState;
 use crate::protocol::{ApprovalMode, Decision, Event, Resolution, SessionStatus, UserInput};
 
 impl Session {
@@ -181,7 +181,7 @@ impl Session {
             return;
         };
         let args = action.arguments.clone();
-        let mut ctx = crate::engine::tools::ToolContext::detached(action.cwd.clone());
+        let mut ctx = crate::engine::ports::tools::ToolContext::detached(action.cwd.clone());
         ctx.env = self.params.env.clone();
         let done = self.internal_tx.clone();
         let id = action.id.clone();

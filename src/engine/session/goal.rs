@@ -1,9 +1,9 @@
 //! `/goal`, and the session working toward its goal: each completed turn, while the
-//! goal is active and nothing is queued, is followed by another (see `engine::goal` for
+//! goal is active and nothing is queued, is followed by another (see `engine::builtin::goal` for
 //! the goal itself).
 
 use super::Session;
-use crate::engine::goal::{self, GoalCommand};
+use crate::engine::builtin::goal::{self, GoalCommand};
 use crate::protocol::{Event, TurnUsage, UserInput};
 
 impl Session {

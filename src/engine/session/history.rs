@@ -8,9 +8,10 @@
 use std::sync::{Arc, Mutex};
 
 use super::Session;
-use crate::engine::emitter::Emitter;
+use crate::engine::conversation::store::{EntryBody, FileBefore, Prepared, Store};
+use crate::engine::emitter::Output;
+use crate::engine::shared::Emitter;
 use crate::engine::shared::Shared;
-use crate::engine::store::{EntryBody, FileBefore, Prepared, Store};
 use crate::protocol::{Event, ResumeItem};
 
 impl Session {
@@ -43,10 +44,10 @@ impl Session {
         {
             saved.insert(
                 0,
-                crate::engine::library::Saved {
+                crate::engine::ports::library::Saved {
                     id: current.clone(),
-                    label: crate::engine::store::first_line(&first, 80),
-                    updated: crate::engine::store::now_ms(),
+                    label: crate::engine::conversation::store::first_line(&first, 80),
+                    updated: crate::engine::conversation::store::now_ms(),
                 },
             );
         }
@@ -292,6 +293,6 @@ fn restore(files: &[FileBefore]) -> (usize, Vec<String>) {
 impl Emitter {
     /// An emitter for another session on the same output (after `/resume`).
     pub fn for_session(&self, id: &str, shared: Arc<Mutex<Shared>>) -> Emitter {
-        Emitter::new(id, self.sender(), shared)
+        Emitter::new(Output::new(id, self.sender()), shared)
     }
 }

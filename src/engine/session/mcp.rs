@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::{Flow, Internal, Session};
 use crate::engine::commands;
-use crate::engine::mcp::{McpServers, PromptCommand, parse_prompt_arguments};
+use crate::engine::ports::mcp::{McpServers, PromptCommand, parse_prompt_arguments};
 use crate::protocol::{CommandInfo, Event, McpServerConfig, McpServerView, UserInput};
 
 /// The `command_list` marker of prompt commands.

@@ -20,7 +20,6 @@ mod mcp;
 mod models;
 mod plans;
 mod project;
-pub(crate) use project::report_hook;
 mod queue;
 mod snapshot;
 mod turns;
@@ -34,15 +33,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Hub;
-use super::emitter::{Emitter, Outbound};
-use super::library::Library;
-use super::mcp::McpServers;
-use super::model::{ModelCatalog, ResolvedModel};
-use super::project::Project;
-use super::shared::Shared;
-use super::store::{Entry, Journal, SessionMeta, Store};
-use super::tokens;
-use super::tools::{ToolOutput, ToolRegistry};
+use super::conversation::store::{Entry, Journal, SessionMeta, Store};
+use super::conversation::tokens;
+use super::emitter::{Outbound, Output};
+use super::ports::library::Library;
+use super::ports::mcp::McpServers;
+use super::ports::model::{ModelCatalog, ResolvedModel};
+use super::ports::project::Project;
+use super::ports::tools::{ToolOutput, ToolRegistry};
+use super::shared::{Emitter, Shared};
 use super::turn::{SteerInbox, TurnEnd, TurnOutcome};
 use crate::protocol::{ApprovalMode, ClientId, Event, ModelStatus, Op, UserInput};
 
@@ -224,7 +223,7 @@ impl Session {
             None => Store::new(meta(&params, &model), journal),
         };
         let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode, store)));
-        let emitter = Emitter::new(&params.session_id, events, shared);
+        let emitter = Emitter::new(Output::new(&params.session_id, events), shared);
         model.client.warm_up();
         tokens::warm_up();
         let effort = models::pick_effort(&model, params.reasoning_effort.as_deref(), None);
@@ -237,7 +236,7 @@ impl Session {
             params.agents_max_depth,
             system_prompt.clone(),
         );
-        let delegation = crate::engine::delegate::Delegation::new(emitter.clone());
+        let delegation = crate::engine::delegate::Delegation::new(emitter.output().clone());
         let mut session = Self {
             delegation,
             agents,
@@ -475,7 +474,7 @@ fn meta(params: &SessionParams, model: &ResolvedModel) -> SessionMeta {
         id: params.session_id.clone(),
         cwd: params.cwd.clone(),
         model: model.full_name(),
-        created: crate::engine::store::now_ms(),
+        created: crate::engine::conversation::store::now_ms(),
         chat: params.chat,
     }
 }

@@ -2,8 +2,8 @@
 
 use super::{Flow, Session};
 use crate::engine::commands::{self, Command};
-pub(super) use crate::engine::model::pick_effort;
-use crate::engine::tokens::context_limit;
+use crate::engine::conversation::tokens::context_limit;
+pub(super) use crate::engine::ports::model::pick_effort;
 use crate::protocol::{Event, ModelStatus, ModelViewEntry};
 
 impl Session {

@@ -1,7 +1,7 @@
 //! Answers to proposed plans: approve (switch mode and implement) or revise.
 
 use super::Session;
-use crate::engine::store::{EntryBody, Prepared};
+use crate::engine::conversation::store::{EntryBody, Prepared};
 use crate::protocol::{ApprovalMode, Event, PlanDecision, PlanStatus, UserInput};
 
 impl Session {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{Flow, Session};
-use crate::engine::project::{HookRun, TrustDecision};
+use crate::engine::ports::project::{HookRun, TrustDecision};
 use crate::protocol::{Event, UserInput};
 
 impl Session {
@@ -65,19 +65,9 @@ impl Session {
     /// Hook output as `info`, failures as `error`, for everyone.
     pub(super) async fn report_hooks(&self, runs: Vec<HookRun>) {
         for run in runs {
-            report_hook(&self.emitter, run).await;
+            for event in run.report() {
+                self.emitter.emit(event).await;
+            }
         }
-    }
-}
-
-/// One hook's report: what it printed (`info`), then why it failed (`error`).
-pub(crate) async fn report_hook(emitter: &crate::engine::emitter::Emitter, run: HookRun) {
-    if !run.output.is_empty() {
-        emitter.info(run.output).await;
-    }
-    if let Some(why) = run.failure {
-        emitter
-            .error(format!("hook `{}` failed: {why}", run.command))
-            .await;
     }
 }

@@ -4,8 +4,8 @@
 use super::Session;
 use bytes::Bytes;
 
+use crate::engine::builtin::plan_steps;
 use crate::engine::emitter::SnapshotPart;
-use crate::engine::plan_steps;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
@@ -34,7 +34,10 @@ impl Session {
         let runs = self
             .params
             .project
-            .run_hooks(crate::engine::project::HookEvent::SessionStart, payload)
+            .run_hooks(
+                crate::engine::ports::project::HookEvent::SessionStart,
+                payload,
+            )
             .await;
         self.report_hooks(runs).await;
         for error in errors {

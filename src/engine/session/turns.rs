@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RunningTurn, Session};
 use crate::engine::agents::Track;
-use crate::engine::tokens;
+use crate::engine::conversation::tokens;
 use crate::engine::turn::{self, SteerInbox, TurnContext, TurnEnd, TurnOutcome};
 use crate::protocol::{Event, SessionStatus, TurnUsage, UserInput};
 
@@ -55,12 +55,12 @@ impl Session {
             emitter: self.emitter.clone(),
             model: self.model.clone(),
             reasoning_effort: self.effort.clone(),
-            system: crate::engine::goal::system_with(&self.system_prompt, goal.clone()),
+            system: crate::engine::builtin::goal::system_with(&self.system_prompt, goal.clone()),
             plan_system: {
-                let system = crate::engine::goal::system_with(&self.system_prompt, goal);
+                let system = crate::engine::builtin::goal::system_with(&self.system_prompt, goal);
                 Arc::from(format!(
                     "{system}\n\n{}",
-                    crate::engine::prompt::PLAN_MODE.trim_end()
+                    crate::engine::conversation::prompt::PLAN_MODE.trim_end()
                 ))
             },
             project: self.params.project.clone(),
@@ -104,7 +104,7 @@ impl Session {
             journal.sync();
             written
         });
-        crate::engine::store::wait_written(written).await;
+        crate::engine::conversation::store::wait_written(written).await;
         let end = match &outcome {
             Ok(outcome) => outcome.end,
             Err(_) => TurnEnd::Failed,

@@ -1,5 +1,5 @@
 //! The deny-list: commands that ask even in `auto` approval mode. Only `full-access`
-//! runs them unasked, as it runs everything (see the table in `engine/approvals.rs`):
+//! runs them unasked, as it runs everything (see the table in `engine/turn/approvals.rs`):
 //! that mode is meant for a sandbox.
 //!
 //! Each rule names what it protects against:

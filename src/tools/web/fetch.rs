@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::content::{self, Kind};
 use super::{ClientKind, address, assessment, check_scheme, client, cut_at, describe, read_capped};
 use crate::config::WebFetchConfig;
-use crate::engine::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
 use crate::tools::args::Args;
 

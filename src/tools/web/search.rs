@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::{ClientKind, assessment, client, content, cut_at, describe, read_capped};
 use crate::config::web::MAX_COUNT;
 use crate::config::{SearchBackend, WebSearchConfig};
-use crate::engine::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
 use crate::tools::args::Args;
 

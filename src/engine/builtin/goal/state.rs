@@ -1,6 +1,6 @@
-//! The session's goal: an objective the user sets (`/goal`) that the session works
-//! toward turn after turn, until the model says it is achieved or blocked
-//! (`update_goal`), or its turns use up its token budget.
+//! The session's goal, as its shared state keeps it: an objective the user sets
+//! (`/goal`) that the session works toward turn after turn, until the model says it is
+//! achieved or blocked (`update_goal`), or its turns use up its token budget.
 //!
 //! The goal is part of the model's context (a section of the system prompt while it is
 //! active); the session continues on its own after each completed turn while it is
@@ -9,16 +9,8 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
-use super::model::ToolSpec;
-use super::shared::Shared;
-use super::store::{EntryBody, Prepared, Store, now_ms};
-use super::tools::ToolOutput;
-use super::turn::TurnContext;
-use crate::protocol::{Event, Goal, GoalStatus};
-
-pub const UPDATE_GOAL: &str = "update_goal";
+use crate::engine::conversation::store::{EntryBody, Store, now_ms};
+use crate::protocol::{Goal, GoalStatus};
 
 #[derive(Debug, Default)]
 pub struct GoalState {
@@ -155,7 +147,7 @@ impl GoalState {
     }
 
     /// The model ends the goal.
-    fn mark(&mut self, status: GoalStatus) -> Result<(), String> {
+    pub(super) fn mark(&mut self, status: GoalStatus) -> Result<(), String> {
         let Some(goal) = self
             .goal
             .as_mut()
@@ -203,66 +195,6 @@ pub fn system_with(base: &str, goal: Option<String>) -> std::sync::Arc<str> {
     match goal {
         Some(section) => format!("{base}\n\n{section}").into(),
         None => base.into(),
-    }
-}
-
-/// Records the goal as it stands in the session file; its `goal` event.
-pub fn announce(shared: &mut Shared) -> Event {
-    let goal = shared.goal.current().cloned();
-    shared
-        .store
-        .append(Prepared::counted(EntryBody::Goal(goal.clone()), 0));
-    Event::Goal { goal }
-}
-
-pub fn spec() -> ToolSpec {
-    ToolSpec {
-        name: UPDATE_GOAL.to_owned(),
-        description: "End work on the session's goal: `achieved` when it is reached, \
-                      `blocked` when you cannot make progress without the user. The session \
-                      stops continuing on its own."
-            .to_owned(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "status": {"type": "string", "enum": ["achieved", "blocked"]},
-                "summary": {"type": "string", "description": "What was done, or what blocks it."}
-            },
-            "required": ["status", "summary"],
-            "additionalProperties": false
-        }),
-    }
-}
-
-impl TurnContext {
-    /// `update_goal`: the goal is achieved or blocked (`goal` follows).
-    pub(super) async fn update_goal(&self, args: &Value) -> ToolOutput {
-        let status = match args.get("status").and_then(Value::as_str) {
-            Some("achieved") => GoalStatus::Achieved,
-            Some("blocked") => GoalStatus::Blocked,
-            other => {
-                return ToolOutput::error(format!(
-                    "update_goal: `status` must be \"achieved\" or \"blocked\", not {other:?}"
-                ));
-            }
-        };
-        let summary = args
-            .get("summary")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
-        let marked = self
-            .emitter
-            .emit_with(|shared| match shared.goal.mark(status) {
-                Ok(()) => (Some(announce(shared)), Ok(())),
-                Err(message) => (None, Err(message)),
-            })
-            .await;
-        match marked {
-            Ok(()) => ToolOutput::ok(format!("The goal is marked {}. {summary}", status.as_str())),
-            Err(message) => ToolOutput::error(message),
-        }
     }
 }
 

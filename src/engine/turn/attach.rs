@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 
-use super::model::{ImageData, Message};
-use super::store::{EntryBody, Prepared};
+use crate::engine::conversation::store::{EntryBody, Prepared};
+use crate::engine::ports::model::{ImageData, Message};
 use crate::protocol::{UserInput, UserMessageEvent};
 
 /// Images above this size are refused: providers reject them and they bloat every

@@ -22,7 +22,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::tools::{Effect, Hunk};
+use crate::engine::ports::tools::{Effect, Hunk};
 use crate::protocol::{ApprovalMode, Decision};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

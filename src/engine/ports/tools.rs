@@ -29,7 +29,7 @@ pub struct ToolContext {
     pub hunks: Option<Vec<String>>,
     /// The client that serves file reads, writes and commands for the session, if one
     /// does (see `delegate`).
-    pub delegate: Option<super::delegate::ToolDelegate>,
+    pub delegate: Option<crate::engine::delegate::ToolDelegate>,
 }
 
 impl ToolContext {

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::tools::ToolOutput;
+use crate::engine::ports::tools::ToolOutput;
 use crate::protocol::Event;
 
 #[derive(Debug, Clone)]
@@ -74,7 +74,10 @@ impl DeferredActions {
 pub fn digest(name: &str, arguments: &serde_json::Value, cwd: &Path) -> String {
     // serde_json's map is ordered by key, so `to_string` is canonical.
     let canonical = format!("{name}\0{arguments}\0{}", cwd.display());
-    format!("{:016x}", super::o200k::fnv1a(canonical.as_bytes()))
+    format!(
+        "{:016x}",
+        crate::engine::conversation::o200k::fnv1a(canonical.as_bytes())
+    )
 }
 
 /// `act-<epoch ms>-<8 hex>`, as the protocol's examples spell action ids.

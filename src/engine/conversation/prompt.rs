@@ -8,19 +8,19 @@
 
 use std::path::Path;
 
-use super::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 
-const CODING: &str = include_str!("../prompts/coding.md");
-const CHAT: &str = include_str!("../prompts/chat.md");
+const CODING: &str = include_str!("../../prompts/coding.md");
+const CHAT: &str = include_str!("../../prompts/chat.md");
 
 /// Appended to the system prompt while the session is in plan mode.
-pub const PLAN_MODE: &str = include_str!("../prompts/plan.md");
+pub const PLAN_MODE: &str = include_str!("../../prompts/plan.md");
 
 /// The system prompt of a compaction request.
-pub const COMPACTION_SYSTEM: &str = include_str!("../prompts/compaction-system.md");
+pub const COMPACTION_SYSTEM: &str = include_str!("../../prompts/compaction-system.md");
 
 /// The last message of a compaction request: what the summary must hold.
-pub const COMPACTION_REQUEST: &str = include_str!("../prompts/compaction-request.md");
+pub const COMPACTION_REQUEST: &str = include_str!("../../prompts/compaction-request.md");
 
 pub fn coding_prompt(cwd: &Path, today: &str, tools: &[ToolSpec]) -> String {
     render(

@@ -4,10 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::model::ToolSpec;
-use super::store::{EntryBody, Prepared, Store};
-use super::tools::ToolOutput;
-use super::turn::TurnContext;
+use crate::engine::conversation::store::{EntryBody, Prepared, Store};
+use crate::engine::ports::model::ToolSpec;
+use crate::engine::ports::tools::ToolOutput;
+use crate::engine::turn::TurnContext;
 use crate::protocol::{Event, PlanStep, StepStatus};
 
 pub const UPDATE_PLAN: &str = "update_plan";

@@ -299,8 +299,8 @@ mod tests {
     fn matches_tiktoken_on_this_crates_sources() {
         let tokenizer = tokenizer();
         for path in [
-            "src/engine/turn.rs",
-            "src/engine/session.rs",
+            "src/engine/turn/mod.rs",
+            "src/engine/session/mod.rs",
             "docs/serve-protocol.md",
         ] {
             let Ok(text) = std::fs::read_to_string(path) else {

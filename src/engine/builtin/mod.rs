@@ -5,13 +5,16 @@
 //! through `calls.rs` up to the point where a tool would be assessed, and are never
 //! gated: what they start (a subagent's own calls) is.
 
+pub(super) mod goal;
+pub(super) mod plan_steps;
+
 use super::agents::{self, CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS};
-use super::calls::parse_arguments;
-use super::goal::{self, UPDATE_GOAL};
-use super::model::{ToolCall, ToolSpec};
-use super::plan_steps::{self, UPDATE_PLAN};
-use super::tools::ToolOutput;
+use super::ports::model::{ToolCall, ToolSpec};
+use super::ports::tools::ToolOutput;
 use super::turn::TurnContext;
+use super::turn::calls::parse_arguments;
+use goal::UPDATE_GOAL;
+use plan_steps::UPDATE_PLAN;
 
 /// Whether this turn may spawn subagents: its own depth is below `[agents] max_depth`.
 fn spawns(ctx: &TurnContext) -> bool {

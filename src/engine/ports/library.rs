@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::SessionParams;
+use crate::engine::SessionParams;
 
 /// A saved session in `/resume`'s picker.
 #[derive(Debug, Clone, PartialEq)]

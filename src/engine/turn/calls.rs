@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::TurnContext;
 use super::approvals::{Gate, gate};
 use super::deferred::{self, ActionState, DeferredAction};
-use super::model::{Message, ToolCall};
 use super::plan::{PROPOSE_PLAN, new_plan_id};
-use super::shared::{Answer, PendingApproval};
-use super::store::{EntryBody, FileBefore, Prepared};
-use super::tools::Effect;
-use super::tools::{Assessment, Tool, ToolContext, ToolOutput};
-use super::turn::TurnContext;
+use crate::engine::conversation::store::{EntryBody, FileBefore, Prepared};
+use crate::engine::ports::model::{Message, ToolCall};
+use crate::engine::ports::tools::Effect;
+use crate::engine::ports::tools::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::shared::{Answer, PendingApproval};
 use crate::protocol::{Event, PlanStatus, Resolution};
 
 /// What the model reads for a call the user's interrupt stopped.
@@ -429,7 +429,7 @@ impl TurnContext {
 
 /// The images tools returned in one reply, as the one user message the model reads
 /// them in (Chat Completions takes images only in user messages).
-fn tool_images(images: Vec<(ToolCall, Vec<super::model::ImageData>)>) -> Prepared {
+fn tool_images(images: Vec<(ToolCall, Vec<crate::engine::ports::model::ImageData>)>) -> Prepared {
     let names: Vec<String> = images
         .iter()
         .map(|(call, images)| format!("{} ({}): {}", call.name, call.id, images.len()))

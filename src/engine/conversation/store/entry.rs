@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use crate::engine::model::Message;
-use crate::engine::tokens;
+use crate::engine::conversation::tokens;
+use crate::engine::ports::model::Message;
 use crate::protocol::{
     AgentRun, Goal, PlanStatus, PlanStep, SubagentItem, TranscriptItem, UserMessageEvent,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
-use super::store::{Entry, EntryBody};
+use crate::engine::conversation::store::{Entry, EntryBody};
 use crate::protocol::{ModelState, TurnUsage};
 
 /// One request to the model: the conversation so far plus the tools it may call.

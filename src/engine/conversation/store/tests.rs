@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::engine::model::{Message, ToolCall};
+use crate::engine::ports::model::{Message, ToolCall};
 use crate::protocol::UserMessageEvent;
 
 fn meta() -> SessionMeta {

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::model::ToolSpec;
+use crate::engine::ports::model::ToolSpec;
 
 pub const PROPOSE_PLAN: &str = "propose_plan";
 

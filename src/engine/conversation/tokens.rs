@@ -8,7 +8,7 @@
 //! session starts on a thread of its own when it starts, so neither its first request
 //! nor the end of its first turn waits for it.
 
-use super::model::{Message, ModelInfo, ToolSpec};
+use crate::engine::ports::model::{Message, ModelInfo, ToolSpec};
 use crate::protocol::TurnUsage;
 
 pub const TOKENIZER: &str = "o200k";
@@ -32,7 +32,7 @@ pub fn warm_up() {
                               {\"type\": \"object\", \"properties\": {\"path\": {}}}\n";
                 let tokenizer = super::o200k::tokenizer();
                 tokenizer.count(sample);
-                tokenizer.count(include_str!("../prompts/coding.md"));
+                tokenizer.count(include_str!("../../prompts/coding.md"));
             });
     });
 }

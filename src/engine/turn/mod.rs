@@ -10,7 +10,13 @@
 //! Interrupts arrive as a cancelled token. Every await that can take long selects on it,
 //! and on cancellation the turn leaves the history consistent (each tool call answered,
 //! partial text kept) before returning, so the next turn can continue the conversation.
-//! Tool calls, with their approvals, are in [`super::calls`].
+//! Tool calls, with their approvals, are in [`calls`].
+
+pub(super) mod approvals;
+mod attach;
+pub(super) mod calls;
+pub(super) mod deferred;
+mod plan;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -22,19 +28,18 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::{Hub, Track};
-use super::attach;
-use super::calls::CallsOutcome;
-use super::compaction;
-use super::emitter::Emitter;
-use super::model::{
+use super::conversation::compaction;
+use super::conversation::store::{EntryBody, EntryId, Prepared};
+use super::conversation::tokens::{self, context_limit};
+use super::ports::model::{
     ChatRequest, FinishReason, Message, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
 };
-use super::plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
-use super::project::{HookEvent, Project};
-use super::store::{EntryBody, EntryId, Prepared};
-use super::tokens::{self, context_limit};
-use super::tools::ToolRegistry;
+use super::ports::project::{HookEvent, Project};
+use super::ports::tools::ToolRegistry;
+use super::shared::Emitter;
 use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput, notices};
+use calls::CallsOutcome;
+use plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
 
 /// Retry delays never exceed this, whatever `retry-after` says: a front-end would show
 /// a frozen turn otherwise.
@@ -231,7 +236,9 @@ impl TurnContext {
             runs = self.project.run_hooks(HookEvent::UserPromptSubmit, payload) => runs,
         };
         for run in runs {
-            super::session::report_hook(&self.emitter, run).await;
+            for event in run.report() {
+                self.emitter.emit(event).await;
+            }
         }
         true
     }
@@ -254,7 +261,7 @@ impl TurnContext {
     /// session's current one.
     pub(super) fn current_mode(&self) -> ApprovalMode {
         let current = self.emitter.change(|shared| shared.mode);
-        super::approvals::effective_mode(self.mode, current)
+        approvals::effective_mode(self.mode, current)
     }
 
     /// Compacts the conversation now; events say how it went. Asked for (`/compact`),
@@ -287,7 +294,16 @@ impl TurnContext {
             return CompactEnd::Failed;
         };
         match compaction::run(plan, &self.model, &self.emitter, &self.cancel).await {
-            compaction::Outcome::Done { usage: spent } => {
+            compaction::Outcome::Done {
+                usage: spent,
+                entry,
+            } => {
+                self.emitter
+                    .emit_with(|shared| {
+                        shared.store.append(*entry);
+                        (Some(Event::CompactionEnd), ())
+                    })
+                    .await;
                 usage.add(&spent);
                 CompactEnd::Done
             }
@@ -452,7 +468,7 @@ impl TurnContext {
     }
 
     /// The tools offered in the next request.
-    fn request_tools(&self) -> Vec<super::model::ToolSpec> {
+    fn request_tools(&self) -> Vec<super::ports::model::ToolSpec> {
         let mut tools = self.tools.specs();
         tools.extend(self.builtin_specs());
         if self.current_mode() == ApprovalMode::Plan && self.track.is_main() {
@@ -499,7 +515,7 @@ impl TurnContext {
             .ok()
             .and_then(|mut pending| pending.take());
         if let Some(written) = pending {
-            super::store::wait_written(written).await;
+            super::conversation::store::wait_written(written).await;
         }
         self.emit(Event::ThinkingStart).await;
         let idle = self.model.retry.idle_timeout;

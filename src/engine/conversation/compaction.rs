@@ -9,11 +9,11 @@
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::emitter::Emitter;
-use super::model::{ChatRequest, Message, ModelEvent, ResolvedModel};
 use super::prompt;
 use super::store::{EntryBody, EntryId, Prepared, Store};
 use super::tokens;
+use crate::engine::emitter::Output;
+use crate::engine::ports::model::{ChatRequest, Message, ModelEvent, ResolvedModel};
 use crate::protocol::{Event, TurnUsage};
 
 /// What one compaction summarises and what it keeps.
@@ -27,8 +27,10 @@ pub struct Plan {
 
 /// How a compaction went.
 pub enum Outcome {
+    /// The summary, for the caller to append (with `compaction_end`, under its lock).
     Done {
         usage: TurnUsage,
+        entry: Box<Prepared>,
     },
     /// `compaction_failed` was emitted (with the reason); nothing changed.
     Failed,
@@ -70,16 +72,16 @@ pub fn plan(store: &Store, keep: u64, running: Option<&EntryId>) -> Option<Plan>
     })
 }
 
-/// Runs the summary request and, on success, appends the compaction entry. Emits
-/// `compaction_start`, `compaction_progress`, then `compaction_end` or
-/// `compaction_failed`.
+/// Runs the summary request and, on success, returns the compaction entry. Emits
+/// `compaction_start`, `compaction_progress`, and `compaction_failed` on failure; the
+/// caller announces the entry with `compaction_end`.
 pub async fn run(
     plan: Plan,
     model: &ResolvedModel,
-    emitter: &Emitter,
+    output: &Output,
     cancel: &CancellationToken,
 ) -> Outcome {
-    emitter.emit(Event::CompactionStart).await;
+    output.emit(Event::CompactionStart).await;
     let mut messages = plan.summarise;
     messages.push(Message::User {
         text: prompt::COMPACTION_REQUEST.to_owned(),
@@ -94,12 +96,12 @@ pub async fn run(
     let summary = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Outcome::Interrupted,
-        summary = stream_summary(model, &request, emitter) => summary,
+        summary = stream_summary(model, &request, output) => summary,
     };
     let (summary, usage) = match summary {
         Ok(done) => done,
         Err(error) => {
-            emitter
+            output
                 .emit(Event::CompactionFailed {
                     error: error.clone(),
                 })
@@ -111,20 +113,17 @@ pub async fn run(
         summary,
         kept_from: plan.kept_from,
     });
-    emitter
-        .emit_with(|shared| {
-            shared.store.append(entry);
-            (Some(Event::CompactionEnd), ())
-        })
-        .await;
-    Outcome::Done { usage }
+    Outcome::Done {
+        usage,
+        entry: Box::new(entry),
+    }
 }
 
 /// Streams the summary, reporting its size as it grows (at most every 64 tokens).
 async fn stream_summary(
     model: &ResolvedModel,
     request: &ChatRequest,
-    emitter: &Emitter,
+    output: &Output,
 ) -> Result<(String, TurnUsage), String> {
     let mut stream = model
         .client
@@ -148,7 +147,7 @@ async fn stream_summary(
                 summary.push_str(&delta);
                 if produced >= reported + 64 {
                     reported = produced;
-                    emitter
+                    output
                         .emit(Event::CompactionProgress {
                             output_tokens: produced,
                         })
@@ -164,7 +163,7 @@ async fn stream_summary(
         return Err("the model returned an empty summary".to_owned());
     }
     if produced > reported {
-        emitter
+        output
             .emit(Event::CompactionProgress {
                 output_tokens: produced,
             })

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use futures_util::future::BoxFuture;
 
-use crate::protocol::{CommandInfo, McpServerConfig, SessionStatus};
+use crate::protocol::{CommandInfo, Event, McpServerConfig, SessionStatus};
 
 /// A custom command (`/<name>`), from a Markdown file with front matter.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +124,23 @@ pub struct HookRun {
     pub output: String,
     /// Why it failed (non-zero exit, timeout, not startable), if it did.
     pub failure: Option<String>,
+}
+
+impl HookRun {
+    /// Its report for everyone: what it printed (`info`), then why it failed (`error`).
+    pub fn report(self) -> Vec<Event> {
+        let mut events = Vec::new();
+        if !self.output.is_empty() {
+            events.push(Event::info(self.output));
+        }
+        if let Some(why) = self.failure {
+            events.push(Event::error(format!(
+                "hook `{}` failed: {why}",
+                self.command
+            )));
+        }
+        events
+    }
 }
 
 /// See the module docs. Methods that may touch the file system are called on the
