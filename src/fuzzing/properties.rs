@@ -191,7 +191,7 @@ pub fn websocket(data: &[u8]) {
 /// A session file: any bytes load or give a clear error; what loads continues as a
 /// store whose views can be built; the lines written for what loaded read back the same.
 pub fn session_file(data: &[u8]) {
-    use crate::engine::store::{NoJournal, Store};
+    use crate::engine::conversation::store::{NoJournal, Store};
     let path = scratch_file("session.jsonl");
     std::fs::write(&path, data).expect("write the scratch session file");
     let loaded = match crate::sessions::read(&path) {

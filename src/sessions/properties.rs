@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use crate::engine::model::Message;
-use crate::engine::store::{EntryBody, NoJournal, Prepared, SessionMeta, Store};
+use crate::engine::Message;
+use crate::engine::conversation::store::{EntryBody, NoJournal, Prepared, SessionMeta, Store};
 use crate::protocol::UserMessageEvent;
 
 #[derive(Debug, Clone)]
@@ -232,7 +232,7 @@ fn run(steps: Vec<Step>) {
                     },
                     1,
                 ));
-                let summary = match crate::engine::store::summary_message("summary") {
+                let summary = match crate::engine::conversation::store::summary_message("summary") {
                     Message::User { text, .. } => text,
                     other => panic!("a summary is read as a user message: {other:?}"),
                 };

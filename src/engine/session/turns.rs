@@ -168,7 +168,7 @@ impl Session {
             journal.sync();
             written
         });
-        crate::engine::store::wait_written(written).await;
+        crate::engine::conversation::store::wait_written(written).await;
         self.report_journal().await;
     }
 
