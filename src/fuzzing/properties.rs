@@ -87,10 +87,35 @@ fn reply_events(reads: &[&[u8]]) -> Vec<String> {
         .collect();
     let stream = crate::providers::sse_reply(futures_util::stream::iter(body));
     stream
-        .map(|event| format!("{event:?}"))
+        .map(|event| mask_minted_ids(&format!("{event:?}")))
         .collect::<Vec<_>>()
         .now_or_never()
         .expect("a stream of ready chunks never waits")
+}
+
+/// A call the server sent without an id gets a fresh random one (`call_` and 24 hex
+/// digits, unique within a session), so two runs over the same bytes differ there and
+/// only there.
+fn mask_minted_ids(event: &str) -> String {
+    const PREFIX: &str = "id: \"call_";
+    const DIGITS: usize = 24;
+    let mut out = String::with_capacity(event.len());
+    let mut rest = event;
+    while let Some(at) = rest.find(PREFIX) {
+        let (head, tail) = rest.split_at(at + PREFIX.len());
+        out.push_str(head);
+        let minted = tail.len() > DIGITS
+            && tail.as_bytes()[DIGITS] == b'"'
+            && tail[..DIGITS].bytes().all(|b| b.is_ascii_hexdigit());
+        if minted {
+            out.push_str("<minted>");
+            rest = &tail[DIGITS..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `jucode acp`'s stdin through the real connection (its sessions in a daemon that is
