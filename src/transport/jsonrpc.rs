@@ -1,6 +1,7 @@
 //! JSON-RPC 2.0 messages, as `jucode acp` (one message a line) and the WebSocket server
 //! (one message a text frame) read and write them. Only what those protocols use: no
-//! batches (an array is an invalid request), ids of any JSON type echoed as they came.
+//! batches (an array is an invalid request); ids are a string, a number or null (any other
+//! id is an invalid request, answered with id null), echoed as they came.
 //!
 //! Reading never fails hard: input that is not a message becomes the error response
 //! the specification names (`-32700` parse error, `-32600` invalid request) for the
@@ -93,6 +94,18 @@ pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
         return Err(error_response(&Value::Null, &error));
     };
     let id = object.remove("id");
+    // JSON-RPC 2.0 allows only a string, a number or null as an id; any other id is not
+    // one the caller could match an answer to, so the answer carries null.
+    if matches!(
+        id,
+        Some(Value::Object(_) | Value::Array(_) | Value::Bool(_))
+    ) {
+        let error = RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: \"id\" must be a string, a number or null",
+        );
+        return Err(error_response(&Value::Null, &error));
+    }
     let invalid = |why: &str, id: &Option<Value>| {
         let error = RpcError::new(INVALID_REQUEST, format!("Invalid Request: {why}"));
         error_response(id.as_ref().unwrap_or(&Value::Null), &error)
@@ -270,5 +283,18 @@ mod tests {
             error_of(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":5}"#)["error"]["code"],
             INVALID_REQUEST
         );
+    }
+
+    #[test]
+    fn an_id_that_is_not_a_string_number_or_null_is_refused_with_id_null() {
+        for id in [r#"{"a":1}"#, "[1]", "true"] {
+            for rest in [r#""method":"x""#, r#""result":1"#] {
+                let text = format!(r#"{{"jsonrpc":"2.0","id":{id},{rest}}}"#);
+                let answer = error_of(&text);
+                assert_eq!(answer["error"]["code"], INVALID_REQUEST, "{text}");
+                assert_eq!(answer["id"], Value::Null, "{text}");
+            }
+        }
+        assert!(parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).is_ok());
     }
 }
