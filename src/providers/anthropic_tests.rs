@@ -581,3 +581,85 @@ async fn a_whole_request_over_loopback() {
     );
     assert!(!received.contains("authorization:"), "{received}");
 }
+
+/// The recorded streams of `../shared/streams/anthropic` (next to the checkout, not in
+/// it: they are others' recordings and are not copied in). A clean clone has no such
+/// folder, and the test then says it was skipped.
+#[tokio::test]
+async fn recorded_streams_give_what_expected_json_says() {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(folder) = manifest
+        .ancestors()
+        .map(|dir| dir.join("shared/streams/anthropic"))
+        .find(|dir| dir.join("expected.json").is_file())
+    else {
+        eprintln!("skipped: no shared/streams/anthropic beside the checkout");
+        return;
+    };
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("expected.json")).unwrap())
+            .unwrap();
+    for (name, want) in expected.as_object().unwrap() {
+        let body = std::fs::read_to_string(folder.join(format!("{name}.sse"))).unwrap();
+        for split in [5, 61, body.len().max(1)] {
+            let events = run(body.clone(), split).await;
+            let (text, reasoning) = text_of(&events);
+            assert!(
+                text.starts_with(want["text"].as_str().unwrap()),
+                "{name}: {text}"
+            );
+            let thinking: String = want["thinking"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|block| block["text"].as_str().unwrap())
+                .collect();
+            assert_eq!(reasoning, thinking, "{name}");
+            let calls: Vec<Value> = events
+                .iter()
+                .flatten()
+                .filter_map(|event| match event {
+                    ModelEvent::ToolCall(call) => Some(json!({
+                        "id": call.id,
+                        "name": call.name,
+                        "input": serde_json::from_str::<Value>(&call.arguments).unwrap(),
+                    })),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(Value::Array(calls), want["tool_calls"], "{name}");
+            if !want["error"].is_null() {
+                assert!(
+                    matches!(events.last(), Some(Err(err)) if err.retry != Retry::Never),
+                    "{name}: {events:?}"
+                );
+                continue;
+            }
+            let usage = &want["usage"];
+            let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+            let input = count("input_tokens")
+                + count("cache_creation_input_tokens")
+                + count("cache_read_input_tokens");
+            assert!(
+                events.contains(&Ok(ModelEvent::Usage(TurnUsage {
+                    input_tokens: input,
+                    cached_input_tokens: count("cache_read_input_tokens"),
+                    output_tokens: count("output_tokens"),
+                    reasoning_tokens: 0,
+                }))),
+                "{name}: {events:?}"
+            );
+            let reason = match want["stop_reason"].as_str().unwrap() {
+                "end_turn" => FinishReason::Stop,
+                "tool_use" => FinishReason::ToolCalls,
+                "refusal" => FinishReason::ContentFilter,
+                other => panic!("{name}: unexpected stop reason {other}"),
+            };
+            assert_eq!(
+                events.last(),
+                Some(&Ok(ModelEvent::Finished(reason))),
+                "{name}"
+            );
+        }
+    }
+}
