@@ -262,7 +262,7 @@ fn conversation(request: &ChatRequest) -> Vec<Value> {
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| json!({}));
-                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+                    json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input})
                 }));
                 if blocks.is_empty() {
                     // An empty assistant turn is refused; an empty text block is too.
@@ -276,8 +276,7 @@ fn conversation(request: &ChatRequest) -> Vec<Value> {
                 is_error,
                 ..
             } => {
-                let mut block =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": output});
+                let mut block = json!({"type": "tool_result", "tool_use_id": wire_id(call_id), "content": output});
                 if *is_error {
                     block["is_error"] = json!(true);
                 }
@@ -577,6 +576,24 @@ fn finished_call(call: OpenCall) -> ToolCall {
         name: call.name,
         arguments,
     }
+}
+
+/// A call id the Messages API accepts (`[A-Za-z0-9_-]+`). Ids minted by other providers
+/// (`functions.read:0` from some Chat Completions servers) would be refused after a
+/// `/model` switch; the mapping is deterministic, so a call and its result still match
+/// and the cached prefix stays the same from turn to turn.
+fn wire_id(id: &str) -> String {
+    let id: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if id.is_empty() { "call".to_owned() } else { id }
 }
 
 fn str_of(value: Option<&Value>) -> &str {

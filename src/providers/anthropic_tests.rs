@@ -663,3 +663,42 @@ async fn recorded_streams_give_what_expected_json_says() {
         }
     }
 }
+
+#[test]
+fn call_ids_of_other_providers_are_made_acceptable_consistently() {
+    let messages = vec![
+        Message::User {
+            text: "go".into(),
+            images: Vec::new(),
+        },
+        Message::Assistant {
+            text: "reading".into(),
+            reasoning: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "functions.read_file:0".into(),
+                name: "read_file".into(),
+                arguments: "not json".into(),
+            }],
+        },
+        Message::Tool {
+            call_id: "functions.read_file:0".into(),
+            name: "read_file".into(),
+            output: "text".into(),
+            is_error: false,
+        },
+    ];
+    let body = request_body(
+        &ChatRequest::from_messages("claude-x", "", messages, Vec::new()),
+        100,
+        false,
+    );
+    assert!(body.get("system").is_none());
+    assert_eq!(
+        body["messages"][1]["content"][1],
+        json!({"type": "tool_use", "id": "functions_read_file_0", "name": "read_file", "input": {}})
+    );
+    assert_eq!(
+        body["messages"][2]["content"][0]["tool_use_id"],
+        json!("functions_read_file_0")
+    );
+}
