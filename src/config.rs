@@ -156,6 +156,8 @@ pub struct DaemonConfig {
 pub enum ProviderKind {
     /// OpenAI Chat Completions, or any server compatible with it.
     Openai,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
     /// Scripted replies from a JSONL file, or the built-in demo.
     Replay,
 }
@@ -195,6 +197,8 @@ pub struct ProviderConfig {
     /// transient failure.
     pub stream_idle_timeout_secs: Option<f64>,
     pub connect_timeout_secs: Option<f64>,
+    /// Anthropic prompt caching: `"5m"` (the default) or `"off"`.
+    pub cache: Option<String>,
 }
 
 impl ProviderConfig {
@@ -452,7 +456,7 @@ impl<'t> Reader<'t> {
                 dropped.push(name.to_owned());
                 continue;
             };
-            if read.kind == ProviderKind::Openai
+            if matches!(read.kind, ProviderKind::Openai | ProviderKind::Anthropic)
                 && let Some(url) = read.base_url.as_deref()
                 && !is_http_url(url)
             {

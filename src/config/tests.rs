@@ -148,7 +148,7 @@ script = "a.jsonl"
 #[test]
 fn broken_providers_are_listed_with_their_first_problem() {
     let text = "[providers.local]\nkind = \"openai\"\nbase_url = 8000\nheaders = 1\n\
-                    [providers.openai]\nkind = \"anthropic\"\n[providers.ok]\nkind = \"openai\"\n";
+                    [providers.openai]\nkind = \"gemini\"\n[providers.ok]\nkind = \"openai\"\n";
     let loaded = LoadedConfig::parse(Path::new("c.toml"), text);
     assert_eq!(loaded.problems.len(), 3, "{:#?}", loaded.problems);
     assert_eq!(
@@ -162,7 +162,7 @@ fn broken_providers_are_listed_with_their_first_problem() {
             ),
             (
                 "openai".to_owned(),
-                "providers.openai: unknown variant `anthropic`, expected `openai` or `replay`"
+                "providers.openai: unknown variant `gemini`, expected one of `openai`, `anthropic`, `replay`"
                     .to_owned()
             ),
         ])

@@ -25,10 +25,12 @@ use crate::engine::{
 };
 use crate::protocol::ModelState;
 
+mod anthropic;
 mod openai;
 mod replay;
 pub mod sse;
 
+pub use anthropic::AnthropicClient;
 pub use openai::OpenAiClient;
 /// A Chat Completions reply from its body's bytes, for the fuzz targets (`crate::fuzzing`).
 #[cfg(any(test, feature = "fuzzing"))]
@@ -41,6 +43,12 @@ const OPENAI_BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The model a session starts on when only `OPENAI_API_KEY` is set.
 const DEFAULT_OPENAI_MODEL: &str = "openai/gpt-5.5";
+const ANTHROPIC: &str = "anthropic";
+const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+const ANTHROPIC_BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
+const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+/// The model a session starts on when only `ANTHROPIC_API_KEY` is set.
+const DEFAULT_ANTHROPIC_MODEL: &str = "anthropic/claude-sonnet-4-5";
 const DEMO_MODEL: &str = "replay/demo";
 
 const DEFAULT_CONTEXT_WINDOW: u64 = 200_000;
@@ -92,8 +100,16 @@ impl Catalog {
         let mut openai = bare_provider(ProviderKind::Openai);
         openai.base_url = Some(base_url.to_owned());
         openai.api_key_env = Some(OPENAI_KEY_ENV.to_owned());
+        let anthropic_url = env
+            .get(ANTHROPIC_BASE_URL_ENV)
+            .filter(|url| !url.is_empty())
+            .map_or(DEFAULT_ANTHROPIC_BASE_URL, String::as_str);
+        let mut anthropic = bare_provider(ProviderKind::Anthropic);
+        anthropic.base_url = Some(anthropic_url.to_owned());
+        anthropic.api_key_env = Some(ANTHROPIC_KEY_ENV.to_owned());
         for (name, config) in [
             (OPENAI, openai),
+            (ANTHROPIC, anthropic),
             ("replay", bare_provider(ProviderKind::Replay)),
         ] {
             providers.entry(name.to_owned()).or_insert(Provider {
@@ -171,8 +187,20 @@ impl Catalog {
     }
 
     fn info(&self, provider: &Provider, model: &str) -> ModelInfo {
-        let settings = provider.config.model_settings(model);
-        let efforts_by_default = provider.config.kind == ProviderKind::Replay || provider.builtin;
+        let mut settings = provider.config.model_settings(model);
+        if provider.config.kind == ProviderKind::Anthropic
+            && let Some(known) = claude_defaults(model)
+        {
+            settings.context_window = settings.context_window.or(Some(known.context_window));
+            settings.max_output_tokens = settings.max_output_tokens.or(Some(known.max_output));
+            settings.input_price = settings.input_price.or(Some(known.input));
+            settings.cached_input_price = settings.cached_input_price.or(Some(known.cache_read));
+            settings.output_price = settings.output_price.or(Some(known.output));
+        }
+        // Thinking on Messages must be resent with its signature, which the store does
+        // not keep yet, so Anthropic models take no effort until it does.
+        let efforts_by_default = provider.config.kind == ProviderKind::Replay
+            || (provider.builtin && provider.config.kind != ProviderKind::Anthropic);
         let reasoning_efforts = settings.reasoning_efforts.unwrap_or_else(|| {
             if efforts_by_default {
                 ["low", "medium", "high"].map(String::from).to_vec()
@@ -193,7 +221,12 @@ impl Catalog {
     }
 
     /// The client of `provider`, and its `model_status.state`.
-    fn client(&self, name: &str, provider: &Provider) -> (Arc<dyn ModelClient>, ModelState) {
+    fn client(
+        &self,
+        name: &str,
+        provider: &Provider,
+        model: &str,
+    ) -> (Arc<dyn ModelClient>, ModelState) {
         let config = &provider.config;
         if let Some(problem) = &provider.broken {
             let message = format!(
@@ -213,7 +246,17 @@ impl Catalog {
                 };
                 (Arc::new(client), ModelState::Ready)
             }
-            ProviderKind::Openai => {
+            ProviderKind::Openai | ProviderKind::Anthropic => {
+                let anthropic = config.kind == ProviderKind::Anthropic;
+                let (default_env, default_url, url_env) = if anthropic {
+                    (
+                        ANTHROPIC_KEY_ENV,
+                        DEFAULT_ANTHROPIC_BASE_URL,
+                        ANTHROPIC_BASE_URL_ENV,
+                    )
+                } else {
+                    (OPENAI_KEY_ENV, DEFAULT_OPENAI_BASE_URL, OPENAI_BASE_URL_ENV)
+                };
                 let key_env = config.api_key_env.as_deref().filter(|env| !env.is_empty());
                 let key = config
                     .api_key
@@ -222,16 +265,13 @@ impl Catalog {
                     .or_else(|| key_env.and_then(|env| self.env.get(env)).cloned())
                     .filter(|key| !key.is_empty());
                 let needs_key = provider.builtin || key_env.is_some();
-                let base_url = config
-                    .base_url
-                    .as_deref()
-                    .unwrap_or(DEFAULT_OPENAI_BASE_URL);
+                let base_url = config.base_url.as_deref().unwrap_or(default_url);
                 // `LoadedConfig` already marks a config provider with such a URL broken;
                 // this also covers `OPENAI_BASE_URL`, which only the built-in one reads.
                 if !crate::config::is_http_url(base_url) {
                     let message = if provider.builtin {
                         format!(
-                            "provider {name:?} cannot be used: {OPENAI_BASE_URL_ENV} must start \
+                            "provider {name:?} cannot be used: {url_env} must start \
                              with http:// or https:// (got {base_url:?})"
                         )
                     } else {
@@ -244,24 +284,45 @@ impl Catalog {
                     };
                     return (Arc::new(Unusable(message)), ModelState::InvalidConfig);
                 }
-                let mut client = OpenAiClient::new(name, base_url)
-                    .headers(&config.headers)
-                    .include_usage(config.include_usage.unwrap_or(true));
-                if let Some(timeout) = config.connect_timeout_secs.and_then(positive_secs) {
-                    client = client.connect_timeout(timeout);
-                }
-                if needs_key && key.is_none() {
-                    let message = format!(
+                let missing = (needs_key && key.is_none()).then(|| {
+                    format!(
                         "no API key for provider {name:?}: set {} or api_key / api_key_env in [providers.{name}] of {}",
-                        key_env.unwrap_or(OPENAI_KEY_ENV),
+                        key_env.unwrap_or(default_env),
                         self.config_path.display()
-                    );
-                    return (
-                        Arc::new(client.unusable(message)),
-                        ModelState::MissingApiKey,
-                    );
-                }
-                (Arc::new(client.api_key(key)), ModelState::Ready)
+                    )
+                });
+                let timeout = config.connect_timeout_secs.and_then(positive_secs);
+                let client: Arc<dyn ModelClient> = if anthropic {
+                    let max_tokens = self.info(provider, model).max_output_tokens;
+                    let mut client = AnthropicClient::new(name, base_url)
+                        .headers(&config.headers)
+                        .max_tokens(max_tokens)
+                        .cache(config.cache.as_deref() != Some("off"));
+                    if let Some(timeout) = timeout {
+                        client = client.connect_timeout(timeout);
+                    }
+                    match &missing {
+                        Some(message) => Arc::new(client.unusable(message.clone())),
+                        None => Arc::new(client.api_key(key)),
+                    }
+                } else {
+                    let mut client = OpenAiClient::new(name, base_url)
+                        .headers(&config.headers)
+                        .include_usage(config.include_usage.unwrap_or(true));
+                    if let Some(timeout) = timeout {
+                        client = client.connect_timeout(timeout);
+                    }
+                    match &missing {
+                        Some(message) => Arc::new(client.unusable(message.clone())),
+                        None => Arc::new(client.api_key(key)),
+                    }
+                };
+                let state = if missing.is_some() {
+                    ModelState::MissingApiKey
+                } else {
+                    ModelState::Ready
+                };
+                (client, state)
             }
         }
     }
@@ -277,6 +338,13 @@ impl Catalog {
             .is_some_and(|key| !key.is_empty())
         {
             return (DEFAULT_OPENAI_MODEL, false);
+        }
+        if self
+            .env
+            .get(ANTHROPIC_KEY_ENV)
+            .is_some_and(|key| !key.is_empty())
+        {
+            return (DEFAULT_ANTHROPIC_MODEL, false);
         }
         (DEMO_MODEL, true)
     }
@@ -308,7 +376,7 @@ impl ModelCatalog for Catalog {
 
     fn resolve(&self, name: &str, current_provider: Option<&str>) -> Result<ResolvedModel, String> {
         let (provider_name, provider, model) = self.lookup(name, current_provider)?;
-        let (client, state) = self.client(provider_name, provider);
+        let (client, state) = self.client(provider_name, provider, model);
         Ok(ResolvedModel {
             provider: provider_name.to_owned(),
             model: model.to_owned(),
@@ -392,6 +460,38 @@ fn retry_policy(config: &ProviderConfig) -> RetryPolicy {
 }
 
 /// A positive, finite number of seconds; anything else means "use the default".
+/// Limits and list prices (USD per million tokens) of a current Claude model.
+struct ClaudeModel {
+    context_window: u64,
+    max_output: u64,
+    input: f64,
+    cache_read: f64,
+    output: f64,
+}
+
+/// The built-in table, matched on the family prefix so dated snapshots
+/// (`claude-sonnet-4-5-20250929`) find their family. Config overrides every field.
+fn claude_defaults(model: &str) -> Option<ClaudeModel> {
+    let table: [(&str, u64, f64, f64); 6] = [
+        ("claude-opus-4-5", 64_000, 5.0, 25.0),
+        ("claude-opus-4", 32_000, 15.0, 75.0),
+        ("claude-sonnet-4", 64_000, 3.0, 15.0),
+        ("claude-haiku-4-5", 64_000, 1.0, 5.0),
+        ("claude-3-7-sonnet", 64_000, 3.0, 15.0),
+        ("claude-3-5-haiku", 8_192, 0.8, 4.0),
+    ];
+    table
+        .iter()
+        .find(|(prefix, ..)| model.starts_with(prefix))
+        .map(|&(_, max_output, input, output)| ClaudeModel {
+            context_window: 200_000,
+            max_output,
+            input,
+            cache_read: input / 10.0,
+            output,
+        })
+}
+
 fn positive_secs(secs: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(secs)
         .ok()
@@ -418,6 +518,7 @@ fn bare_provider(kind: ProviderKind) -> ProviderConfig {
         retry_base_delay_ms: None,
         stream_idle_timeout_secs: None,
         connect_timeout_secs: None,
+        cache: None,
     }
 }
 

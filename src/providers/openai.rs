@@ -186,7 +186,10 @@ impl ModelClient for OpenAiClient {
 /// or two): sharing them shares the connection pool, so a session's requests reuse warm
 /// connections. Plain `http://` endpoints (local servers) get a client without the
 /// system's root certificates, whose loading costs several milliseconds.
-fn http_client(connect_timeout: Duration, tls: bool) -> Result<reqwest::Client, ModelError> {
+pub(crate) fn http_client(
+    connect_timeout: Duration,
+    tls: bool,
+) -> Result<reqwest::Client, ModelError> {
     type Clients = HashMap<(Duration, bool), reqwest::Client>;
     static CLIENTS: OnceLock<Mutex<Clients>> = OnceLock::new();
     let clients = CLIENTS.get_or_init(|| {
@@ -400,7 +403,7 @@ fn parse_http_date(text: &str) -> Option<SystemTime> {
 
 /// Reads at most [`ERROR_BODY_CAP`] bytes of an error body, giving up after 30 s: the
 /// status alone is enough to report.
-async fn read_capped(mut response: reqwest::Response) -> String {
+pub(crate) async fn read_capped(mut response: reqwest::Response) -> String {
     let mut body = Vec::new();
     let read = async {
         while let Ok(Some(chunk)) = response.chunk().await {
@@ -417,7 +420,7 @@ async fn read_capped(mut response: reqwest::Response) -> String {
 
 /// A reqwest failure: a request that could not be built is permanent; anything else
 /// (connect, TLS, timeout, reset) is worth another try.
-fn request_error(err: &reqwest::Error, context: &str) -> ModelError {
+pub(crate) fn request_error(err: &reqwest::Error, context: &str) -> ModelError {
     let message = format!("{context}: {}", error_chain(err));
     if err.is_builder() {
         ModelError::fatal(message)
@@ -516,7 +519,7 @@ async fn whole_reply(response: reqwest::Response) -> Result<ModelStream, ModelEr
     Ok(stream::iter(events.into_iter().map(Ok)).boxed())
 }
 
-fn stream_failure<E: std::error::Error>(err: EventStreamError<E>) -> ModelError {
+pub(crate) fn stream_failure<E: std::error::Error>(err: EventStreamError<E>) -> ModelError {
     let detail = match err {
         EventStreamError::Transport(err) => error_chain(&err),
         other => other.to_string(),

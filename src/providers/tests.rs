@@ -323,7 +323,7 @@ async fn a_broken_provider_stays_selected_and_fails_every_request() {
     let catalog = catalog_of_broken(
         "model = \"local/qwen\"\n[providers.local]\nkind = \"openai\"\n\
          base_url = \"http://127.0.0.1:8000/v1\"\ncontext_window = \"big\"\n\
-         [providers.openai]\nkind = \"anthropic\"\n",
+         [providers.openai]\nkind = \"gemini\"\n",
         &[("OPENAI_API_KEY", "sk-1")],
     );
     let local = catalog.default_model().unwrap();
@@ -343,7 +343,7 @@ async fn a_broken_provider_stays_selected_and_fails_every_request() {
     let err = first_error(&openai).await;
     assert_eq!(err.retry, Retry::Never);
     assert!(
-        err.message.contains("unknown variant `anthropic`"),
+        err.message.contains("unknown variant `gemini`"),
         "{}",
         err.message
     );
@@ -406,4 +406,57 @@ async fn a_base_url_without_http_scheme_is_a_startup_problem_and_unusable() {
 fn truncate_counts_characters() {
     assert_eq!(truncate("héllo", 3), "hél…");
     assert_eq!(truncate("abc", 3), "abc");
+}
+
+#[tokio::test]
+async fn built_in_anthropic_provider() {
+    let keyed = catalog("", &[("ANTHROPIC_API_KEY", "sk-ant")])
+        .default_model()
+        .unwrap();
+    assert_eq!(keyed.full_name(), "anthropic/claude-sonnet-4-5");
+    assert_eq!(keyed.state, ModelState::Ready);
+    assert_eq!(keyed.info.context_window, 200_000);
+    assert_eq!(keyed.info.max_output_tokens, 64_000);
+    assert_eq!(keyed.info.input_price, Some(3.0));
+    assert_eq!(keyed.info.cached_input_price, Some(0.3));
+    assert!(keyed.info.reasoning_efforts.is_empty());
+
+    // OpenAI stays first when both keys are set.
+    let both = catalog("", &[("ANTHROPIC_API_KEY", "a"), ("OPENAI_API_KEY", "o")])
+        .default_model()
+        .unwrap();
+    assert_eq!(both.provider, "openai");
+
+    let unkeyed = catalog("", &[])
+        .resolve("anthropic/claude-opus-4-5", None)
+        .unwrap();
+    assert_eq!(unkeyed.state, ModelState::MissingApiKey);
+    assert_eq!(unkeyed.info.output_price, Some(25.0));
+    assert_eq!(
+        first_error(&unkeyed).await,
+        ModelError::fatal(format!(
+            "no API key for provider \"anthropic\": set ANTHROPIC_API_KEY or api_key / api_key_env in [providers.anthropic] of {CONFIG_PATH}"
+        ))
+    );
+
+    let bad_url = catalog(
+        "",
+        &[("ANTHROPIC_API_KEY", "k"), ("ANTHROPIC_BASE_URL", "api.x")],
+    )
+    .resolve("anthropic/claude-sonnet-4-5", None)
+    .unwrap();
+    assert_eq!(bad_url.state, ModelState::InvalidConfig);
+
+    // Config overrides the table; a custom provider of the kind works the same.
+    let custom = catalog(
+        "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n\
+         api_key = \"k\"\ncache = \"off\"\n[providers.claude.models.claude-sonnet-4-5]\n\
+         max_output_tokens = 1000\n",
+        &[],
+    )
+    .resolve("claude/claude-sonnet-4-5", None)
+    .unwrap();
+    assert_eq!(custom.state, ModelState::Ready);
+    assert_eq!(custom.info.max_output_tokens, 1000);
+    assert_eq!(custom.info.input_price, Some(3.0));
 }

@@ -1,0 +1,612 @@
+//! Anthropic Messages (`POST /v1/messages`, `stream: true`).
+//!
+//! The wire types are our own and lenient: every stream event and content block is
+//! dispatched on its `type`, and kinds we do not know are skipped rather than failing
+//! the reply, because the API adds new ones often. Like [`super::OpenAiClient`] this does
+//! one attempt and classifies failures; the engine retries.
+//!
+//! Prompt caching: the request carries a `cache_control` breakpoint on the last tool,
+//! on the system block and on the last block of the last message (three of the four
+//! allowed). Nothing volatile is put in the prefix, so each request of a session is
+//! byte-identical to the previous one up to that one's last breakpoint, and the cache
+//! is read every turn.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures_util::future::{self, BoxFuture, FutureExt};
+use futures_util::stream::{self, StreamExt};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use super::openai::{
+    classify_status, http_client, read_capped, request_error, retry_after, stream_failure,
+};
+use crate::engine::{
+    ChatRequest, FinishReason, Message, ModelClient, ModelError, ModelEvent, ModelStream, ToolCall,
+};
+use crate::protocol::TurnUsage;
+
+/// The API version jucode's wire types follow.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Messages endpoint (`{base_url}/v1/messages`).
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    provider: String,
+    endpoint: String,
+    api_key: Option<String>,
+    headers: HeaderMap,
+    max_tokens: u64,
+    cache: bool,
+    connect_timeout: Duration,
+    unusable: Option<String>,
+}
+
+impl AnthropicClient {
+    /// `base_url` is the API root without `/v1` (`https://api.anthropic.com`), as
+    /// `ANTHROPIC_BASE_URL` has it; a trailing `/v1` is accepted too.
+    pub fn new(provider: impl Into<String>, base_url: &str) -> Self {
+        let root = base_url.trim_end_matches('/');
+        let root = root.strip_suffix("/v1").unwrap_or(root);
+        Self {
+            provider: provider.into(),
+            endpoint: format!("{root}/v1/messages"),
+            api_key: None,
+            headers: HeaderMap::new(),
+            max_tokens: 32_000,
+            cache: true,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            unusable: None,
+        }
+    }
+
+    /// Sent as `x-api-key`.
+    pub fn api_key(mut self, key: Option<String>) -> Self {
+        self.api_key = key.filter(|key| !key.is_empty());
+        self
+    }
+
+    /// Extra headers for every request; they override the client's own.
+    pub fn headers(mut self, headers: &BTreeMap<String, String>) -> Self {
+        for (name, value) in headers {
+            match (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                (Ok(name), Ok(value)) => {
+                    self.headers.insert(name, value);
+                }
+                _ => {
+                    let message =
+                        format!("invalid header {name:?} in [providers.{}]", self.provider);
+                    self.unusable.get_or_insert(message);
+                }
+            }
+        }
+        self
+    }
+
+    /// `max_tokens`, which the Messages API requires on every request.
+    pub fn max_tokens(mut self, max_tokens: u64) -> Self {
+        self.max_tokens = max_tokens.max(1);
+        self
+    }
+
+    /// Whether to place `cache_control` breakpoints (on by default).
+    pub fn cache(mut self, cache: bool) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    pub fn unusable(mut self, message: impl Into<String>) -> Self {
+        self.unusable = Some(message.into());
+        self
+    }
+
+    fn start(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<BoxFuture<'static, Result<ModelStream, ModelError>>, ModelError> {
+        if let Some(message) = &self.unusable {
+            return Err(ModelError::fatal(message.clone()));
+        }
+        let body = serde_json::to_vec(&request_body(request, self.max_tokens, self.cache))
+            .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        if let Some(key) = &self.api_key {
+            let value = HeaderValue::from_str(key).map_err(|_| {
+                ModelError::fatal(format!(
+                    "the API key of provider {:?} contains characters not allowed in a header",
+                    self.provider
+                ))
+            })?;
+            headers.insert("x-api-key", value);
+        }
+        headers.extend(self.headers.clone());
+        let tls = !self.endpoint.starts_with("http://");
+        let pending = http_client(self.connect_timeout, tls)?
+            .post(&self.endpoint)
+            .headers(headers)
+            .body(body);
+        let endpoint = self.endpoint.clone();
+        Ok(async move {
+            let response = pending
+                .send()
+                .await
+                .map_err(|err| request_error(&err, &format!("request to {endpoint} failed")))?;
+            let status = response.status().as_u16();
+            if !(200..300).contains(&status) {
+                let headers = response.headers().clone();
+                let body = read_capped(response).await;
+                return Err(status_error(status, &headers, &body));
+            }
+            Ok(reply(response.bytes_stream()))
+        }
+        .boxed())
+    }
+}
+
+impl ModelClient for AnthropicClient {
+    fn stream(&self, request: &ChatRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>> {
+        self.start(request)
+            .unwrap_or_else(|err| future::ready(Err(err)).boxed())
+    }
+}
+
+/// A non-2xx answer. `x-should-retry` is the server's own verdict and overrides ours.
+pub(crate) fn status_error(status: u16, headers: &HeaderMap, body: &str) -> ModelError {
+    let mut error = classify_status(status, retry_after(headers, SystemTime::now()), body);
+    let should_retry = headers
+        .get("x-should-retry")
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim);
+    match should_retry {
+        Some("true") => {
+            error.retry = crate::engine::Retry::After(retry_after(headers, SystemTime::now()));
+        }
+        Some("false") => error.retry = crate::engine::Retry::Never,
+        _ => {}
+    }
+    error
+}
+
+/// The JSON body of one Messages request.
+pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) -> Value {
+    let breakpoint = || json!({"type": "ephemeral"});
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("max_tokens".into(), json!(max_tokens));
+    body.insert("stream".into(), json!(true));
+    if !request.system.is_empty() {
+        let mut block = json!({"type": "text", "text": &*request.system});
+        if cache {
+            block["cache_control"] = breakpoint();
+        }
+        body.insert("system".into(), json!([block]));
+    }
+    if !request.tools.is_empty() {
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                })
+            })
+            .collect();
+        if cache && let Some(last) = tools.last_mut() {
+            last["cache_control"] = breakpoint();
+        }
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    let mut messages = conversation(request);
+    if cache
+        && let Some(block) = messages
+            .last_mut()
+            .and_then(|message| message["content"].as_array_mut())
+            .and_then(|content| content.last_mut())
+    {
+        block["cache_control"] = breakpoint();
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    Value::Object(body)
+}
+
+/// The conversation as Messages wants it: alternating `user` and `assistant` turns of
+/// content blocks. Tool results are user content, so a run of them (and a user message
+/// after them) merges into one user turn, as the API requires.
+fn conversation(request: &ChatRequest) -> Vec<Value> {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in request.messages() {
+        let (role, blocks) = match message {
+            Message::User { text, images } => {
+                let mut blocks = Vec::with_capacity(images.len() + 1);
+                blocks.extend(images.iter().map(|image| {
+                    json!({"type": "image", "source": {
+                        "type": "base64", "media_type": image.mime, "data": &*image.base64,
+                    }})
+                }));
+                if !text.is_empty() || blocks.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                ("user", blocks)
+            }
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                blocks.extend(tool_calls.iter().map(|call| {
+                    // The engine keeps the model's raw text; the API wants an object.
+                    let input = serde_json::from_str::<Value>(&call.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input})
+                }));
+                if blocks.is_empty() {
+                    // An empty assistant turn is refused; an empty text block is too.
+                    continue;
+                }
+                ("assistant", blocks)
+            }
+            Message::Tool {
+                call_id,
+                output,
+                is_error,
+                ..
+            } => {
+                let mut block = json!({"type": "tool_result", "tool_use_id": wire_id(call_id), "content": output});
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                ("user", vec![block])
+            }
+        };
+        match turns.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect()
+}
+
+/// The reply's events from its body's bytes, however they are cut into chunks.
+pub(crate) fn reply<E>(
+    body: impl futures_util::Stream<Item = Result<Bytes, E>> + Send + 'static,
+) -> ModelStream
+where
+    E: std::error::Error + Send + 'static,
+{
+    let terminator = stream::once(future::ready(Ok(Bytes::from_static(b"\n\n"))));
+    let events = body.chain(terminator).eventsource().boxed();
+    let state = (events, EventParser::default(), VecDeque::new(), false);
+    stream::unfold(
+        state,
+        |(mut events, mut parser, mut ready, mut ended)| async move {
+            loop {
+                if let Some(item) = ready.pop_front() {
+                    return Some((item, (events, parser, ready, ended)));
+                }
+                if ended {
+                    return None;
+                }
+                let outcome = match events.next().await {
+                    Some(Ok(event)) => parser.push(&event.data),
+                    Some(Err(err)) => Err(stream_failure(err)),
+                    None => {
+                        ended = true;
+                        parser.finish()
+                    }
+                };
+                match outcome {
+                    Ok(items) => {
+                        if parser.done {
+                            ended = true;
+                        }
+                        ready.extend(items.into_iter().map(Ok));
+                    }
+                    Err(err) => {
+                        ended = true;
+                        ready.push_back(Err(err));
+                    }
+                }
+            }
+        },
+    )
+    .boxed()
+}
+
+/// Incremental state of one streamed Messages reply. Pure, so recorded streams can be
+/// fed to it event by event.
+#[derive(Debug, Default)]
+pub(crate) struct EventParser {
+    started: bool,
+    /// Open `tool_use` blocks by their `index`.
+    calls: BTreeMap<u64, OpenCall>,
+    /// How many tool calls were seen, for [`ModelEvent::ToolCallDelta::index`].
+    call_count: usize,
+    input_tokens: u64,
+    cache_read: u64,
+    cache_write: u64,
+    output_tokens: u64,
+    stop_reason: Option<String>,
+    /// `message_stop` arrived: nothing more is read.
+    pub(crate) done: bool,
+}
+
+#[derive(Debug)]
+struct OpenCall {
+    position: usize,
+    id: String,
+    name: String,
+    input: String,
+}
+
+impl EventParser {
+    /// Feeds one SSE event's `data` (the JSON carries its own `type`).
+    pub(crate) fn push(&mut self, data: &str) -> Result<Vec<ModelEvent>, ModelError> {
+        let data = data.trim();
+        if data.is_empty() || self.done {
+            return Ok(Vec::new());
+        }
+        let event: Value = match serde_json::from_str(data) {
+            Ok(event) => event,
+            Err(err) => {
+                tracing::warn!(%err, event = %super::truncate(data, 200), "skipping unparseable Messages event");
+                return Ok(Vec::new());
+            }
+        };
+        let mut out = Vec::new();
+        match event.get("type").and_then(Value::as_str).unwrap_or("") {
+            "message_start" => {
+                if self.started {
+                    return Err(ModelError::transient(
+                        "the model stream started a second message",
+                        None,
+                    ));
+                }
+                self.started = true;
+                if let Some(usage) = event.pointer("/message/usage") {
+                    self.take_usage(usage);
+                }
+            }
+            "content_block_start" => {
+                let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let block = event.get("content_block").unwrap_or(&Value::Null);
+                match block.get("type").and_then(Value::as_str).unwrap_or("") {
+                    "text" => push_text(&mut out, block.get("text"), ModelEvent::TextDelta),
+                    "thinking" => {
+                        push_text(&mut out, block.get("thinking"), ModelEvent::ReasoningDelta)
+                    }
+                    "tool_use" => {
+                        let name = str_of(block.get("name")).to_owned();
+                        let position = self.call_count;
+                        self.call_count += 1;
+                        out.push(ModelEvent::ToolCallDelta {
+                            index: position,
+                            name: Some(name.clone()),
+                            arguments: String::new(),
+                        });
+                        // A start that already carries a non-empty input (some proxies)
+                        // counts as the first fragment.
+                        let input = match block.get("input") {
+                            Some(Value::Object(map)) if !map.is_empty() => {
+                                block["input"].to_string()
+                            }
+                            _ => String::new(),
+                        };
+                        let call = OpenCall {
+                            position,
+                            id: str_of(block.get("id")).to_owned(),
+                            name,
+                            input,
+                        };
+                        self.calls.insert(index, call);
+                    }
+                    // Server tools, their results, redacted thinking and kinds added
+                    // after this was written carry nothing to show as it streams.
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let delta = event.get("delta").unwrap_or(&Value::Null);
+                match delta.get("type").and_then(Value::as_str).unwrap_or("") {
+                    "text_delta" => push_text(&mut out, delta.get("text"), ModelEvent::TextDelta),
+                    "thinking_delta" => {
+                        push_text(&mut out, delta.get("thinking"), ModelEvent::ReasoningDelta)
+                    }
+                    "input_json_delta" => {
+                        let fragment = str_of(delta.get("partial_json"));
+                        if let Some(call) = self.calls.get_mut(&index)
+                            && !fragment.is_empty()
+                        {
+                            call.input.push_str(fragment);
+                            out.push(ModelEvent::ToolCallDelta {
+                                index: call.position,
+                                name: None,
+                                arguments: fragment.to_owned(),
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(call) = self.calls.remove(&index) {
+                    out.push(ModelEvent::ToolCall(finished_call(call)));
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(reason.to_owned());
+                }
+                if let Some(details) = event
+                    .pointer("/delta/stop_details")
+                    .filter(|d| !d.is_null())
+                {
+                    let explanation = details
+                        .get("explanation")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| details.to_string(), str::to_owned);
+                    out.push(ModelEvent::TextDelta(format!(
+                        "\n\n[refused: {explanation}]"
+                    )));
+                }
+                if let Some(usage) = event.get("usage") {
+                    self.take_usage(usage);
+                }
+            }
+            "message_stop" => {
+                out.extend(self.end()?);
+            }
+            "error" => {
+                let error = event.get("error").unwrap_or(&Value::Null);
+                let kind = str_of(error.get("type"));
+                let message = format!(
+                    "{kind}: {}",
+                    error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the model stream reported an error")
+                );
+                let transient =
+                    matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error");
+                return Err(if transient {
+                    ModelError::transient(message, None)
+                } else {
+                    ModelError::fatal(message)
+                });
+            }
+            // `ping`, and event kinds added after this was written.
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// The body ended. Without `message_stop` the reply is incomplete: a transient
+    /// failure, so the engine may try again.
+    pub(crate) fn finish(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        Err(ModelError::transient(
+            "the model stream ended before message_stop",
+            None,
+        ))
+    }
+
+    fn end(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        self.done = true;
+        let mut out: Vec<ModelEvent> = std::mem::take(&mut self.calls)
+            .into_values()
+            .map(|call| ModelEvent::ToolCall(finished_call(call)))
+            .collect();
+        out.push(ModelEvent::Usage(TurnUsage {
+            // OpenAI's meaning: every prompt token, cached or not.
+            input_tokens: self.input_tokens + self.cache_read + self.cache_write,
+            cached_input_tokens: self.cache_read,
+            output_tokens: self.output_tokens,
+            reasoning_tokens: 0,
+        }));
+        let reason = match self.stop_reason.as_deref().unwrap_or("end_turn") {
+            "end_turn" | "stop_sequence" => FinishReason::Stop,
+            "tool_use" => FinishReason::ToolCalls,
+            "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+            "refusal" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        };
+        out.push(ModelEvent::Finished(reason));
+        Ok(out)
+    }
+
+    /// Each counter from the last event that carries it: `message_delta` may correct
+    /// what `message_start` said.
+    fn take_usage(&mut self, usage: &Value) {
+        let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+        if let Some(n) = count("input_tokens") {
+            self.input_tokens = n;
+        }
+        if let Some(n) = count("cache_read_input_tokens") {
+            self.cache_read = n;
+        }
+        if let Some(n) = count("cache_creation_input_tokens") {
+            self.cache_write = n;
+        }
+        if let Some(n) = count("output_tokens") {
+            self.output_tokens = n;
+        }
+    }
+}
+
+fn finished_call(call: OpenCall) -> ToolCall {
+    // No fragments, or only empty ones, is a call without arguments.
+    let arguments = if call.input.trim().is_empty() {
+        "{}".to_owned()
+    } else {
+        call.input
+    };
+    ToolCall {
+        id: call.id,
+        name: call.name,
+        arguments,
+    }
+}
+
+/// A call id the Messages API accepts (`[A-Za-z0-9_-]+`). Ids minted by other providers
+/// (`functions.read:0` from some Chat Completions servers) would be refused after a
+/// `/model` switch; the mapping is deterministic, so a call and its result still match
+/// and the cached prefix stays the same from turn to turn.
+fn wire_id(id: &str) -> String {
+    let id: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if id.is_empty() { "call".to_owned() } else { id }
+}
+
+fn str_of(value: Option<&Value>) -> &str {
+    value.and_then(Value::as_str).unwrap_or("")
+}
+
+fn push_text(out: &mut Vec<ModelEvent>, text: Option<&Value>, make: fn(String) -> ModelEvent) {
+    let text = str_of(text);
+    if !text.is_empty() {
+        out.push(make(text.to_owned()));
+    }
+}
+
+#[cfg(test)]
+#[path = "anthropic_tests.rs"]
+mod tests;
