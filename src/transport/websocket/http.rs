@@ -170,6 +170,15 @@ pub fn asset(path: &str) -> Option<(&'static str, &'static [u8])> {
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The answer that upgrades the connection, with the subprotocol chosen (if any).
+/// RFC 6455 4.2.1: the key is the base64 of 16 bytes; anything else is not a WebSocket
+/// client's handshake and gets no upgrade.
+pub fn valid_key(key: &str) -> bool {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .is_ok_and(|bytes| bytes.len() == 16)
+}
+
 pub fn upgrade_response(key: &str, protocol: Option<&str>) -> String {
     let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
     let mut head = format!(
@@ -192,6 +201,14 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_key_must_be_the_base64_of_16_bytes() {
+        assert!(super::valid_key("dGhlIHNhbXBsZSBub25jZQ=="));
+        assert!(!super::valid_key("!!"));
+        assert!(!super::valid_key(""));
+        assert!(!super::valid_key("dGhlIHNhbXBsZQ=="));
+    }
+
     use super::*;
 
     #[tokio::test]

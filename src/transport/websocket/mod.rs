@@ -310,7 +310,9 @@ async fn handle(
         }
     }
     let key = request.header("sec-websocket-key").map(str::to_owned);
-    let Some(key) = key.filter(|_| request.header("sec-websocket-version") == Some("13")) else {
+    let Some(key) = key.filter(|key| {
+        request.header("sec-websocket-version") == Some("13") && http::valid_key(key)
+    }) else {
         return http::refuse(
             &mut stream,
             "400 Bad Request",
