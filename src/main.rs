@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use jucode::config::Profile;
 use jucode::host::SessionOptions;
-use jucode::transport::{daemon_cli, shim, stdio};
+use jucode::transport::{daemon_cli, remote, shim, stdio};
 
 #[derive(Parser)]
 #[command(
@@ -86,6 +86,18 @@ enum Command {
 
 #[derive(clap::Args)]
 struct AcpArgs {
+    /// Run this on another machine over ssh ([user@]host, or an alias of
+    /// ~/.ssh/config): the remote's own jucode, with every other flag passed through.
+    #[arg(long, value_name = "[USER@]HOST")]
+    remote: Option<String>,
+    /// The remote's jucode program (default: `jucode` on the remote's PATH).
+    #[arg(
+        long,
+        value_name = "PROGRAM",
+        requires = "remote",
+        default_value = "jucode"
+    )]
+    remote_program: String,
     /// Run the sessions inside this process instead of in the daemon.
     #[arg(long)]
     in_process: bool,
@@ -96,6 +108,18 @@ struct AcpArgs {
 
 #[derive(clap::Args)]
 struct SessionsArgs {
+    /// Run this on another machine over ssh ([user@]host, or an alias of
+    /// ~/.ssh/config): the remote's own jucode, with every other flag passed through.
+    #[arg(long, value_name = "[USER@]HOST")]
+    remote: Option<String>,
+    /// The remote's jucode program (default: `jucode` on the remote's PATH).
+    #[arg(
+        long,
+        value_name = "PROGRAM",
+        requires = "remote",
+        default_value = "jucode"
+    )]
+    remote_program: String,
     #[command(subcommand)]
     action: Option<SessionsAction>,
 }
@@ -111,6 +135,18 @@ enum SessionsAction {
 
 #[derive(clap::Args)]
 struct ServeArgs {
+    /// Run this on another machine over ssh ([user@]host, or an alias of
+    /// ~/.ssh/config): the remote's own jucode, with every other flag passed through.
+    #[arg(long, value_name = "[USER@]HOST")]
+    remote: Option<String>,
+    /// The remote's jucode program (default: `jucode` on the remote's PATH).
+    #[arg(
+        long,
+        value_name = "PROGRAM",
+        requires = "remote",
+        default_value = "jucode"
+    )]
+    remote_program: String,
     /// Run the engine inside this process instead of in the daemon.
     #[arg(long)]
     in_process: bool,
@@ -186,6 +222,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> u8 {
+    if let Some(host) = args.remote {
+        return on_remote(host, args.remote_program, remote::Dialect::Serve);
+    }
     let profile = match Profile::resolve() {
         Ok(profile) => profile,
         Err(message) => return fail(&message),
@@ -273,6 +312,9 @@ fn headless(args: HeadlessArgs) -> u8 {
 
 fn acp(args: AcpArgs) -> u8 {
     use jucode::transport::link::{Backend, Local};
+    if let Some(host) = args.remote {
+        return on_remote(host, args.remote_program, remote::Dialect::Other);
+    }
     let profile = match Profile::resolve() {
         Ok(profile) => profile,
         Err(message) => return fail(&message),
@@ -348,6 +390,9 @@ fn websocket_for_this_session(
 }
 
 fn sessions(args: SessionsArgs) -> u8 {
+    if let Some(host) = args.remote {
+        return on_remote(host, args.remote_program, remote::Dialect::Other);
+    }
     let profile = match Profile::resolve() {
         Ok(profile) => profile,
         Err(message) => return fail(&message),
@@ -386,6 +431,17 @@ fn sessions(args: SessionsArgs) -> u8 {
             print!("{out}");
             0
         }
+    }
+}
+
+/// This command line, run by the remote's jucode over ssh (`transport::remote`).
+fn on_remote(host: String, program: String, dialect: remote::Dialect) -> u8 {
+    match remote::Remote::new(host, program) {
+        Ok(remote) => {
+            let args = remote::passed_through(std::env::args_os().skip(1));
+            remote.run(&args, dialect)
+        }
+        Err(message) => fail(&message),
     }
 }
 

@@ -5,6 +5,8 @@
 //! - `shim`: `serve` through the daemon (this process relays lines, runs no engine).
 //! - `headless`: `--headless`, one scripted turn in process.
 //! - `daemon_cli`: `daemon` in the foreground and `daemon start | stop | status`.
+//! - `remote`: `--remote HOST`, the same command run by the remote's jucode over ssh
+//!   (this process relays stdio, runs nothing else).
 //! - `link`: a connection to one session, through the daemon or in this process, for
 //!   the translating servers below.
 //! - `translate`: serve-protocol events into ACP-shaped updates (one layer, two
@@ -18,6 +20,7 @@ pub mod daemon_cli;
 pub mod headless;
 pub mod jsonrpc;
 pub mod link;
+pub mod remote;
 pub mod shim;
 pub mod stdio;
 pub mod translate;

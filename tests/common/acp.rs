@@ -26,11 +26,14 @@ pub struct Acp {
 impl Acp {
     /// `jucode acp` through the daemon of `home` (`in_process`: `--in-process`).
     pub fn start(home: &Home, in_process: bool) -> Acp {
+        let args: &[&str] = if in_process { &["--in-process"] } else { &[] };
+        Self::start_with(home, args, &[])
+    }
+
+    /// `jucode acp ARGS` in `home`, with more environment.
+    pub fn start_with(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Acp {
         let mut command = Command::new(env!("CARGO_BIN_EXE_jucode"));
-        command.arg("acp");
-        if in_process {
-            command.arg("--in-process");
-        }
+        command.arg("acp").args(args);
         command
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -41,6 +44,9 @@ impl Acp {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        for (key, value) in env {
+            command.env(key, value);
+        }
         let mut child = command.spawn().expect("start jucode acp");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();

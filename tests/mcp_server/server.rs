@@ -265,8 +265,11 @@ async fn main() {
         std::process::exit(2);
     }
     if args.iter().any(|arg| arg == "--hang") {
-        // Holds stdin open and never answers, as a wedged server would.
-        std::future::pending::<()>().await;
+        // Reads and never answers, as a wedged server would; it ends only when its
+        // stdin does, so a test whose jucode was killed leaves no server behind.
+        let mut sink = tokio::io::sink();
+        let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut sink).await;
+        return;
     }
     if let Some(ms) = args
         .iter()
