@@ -16,17 +16,22 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams,
-    Implementation, ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, FormElicitationCapability, GetPromptRequestParams, Implementation,
+    ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningServiceCancellationToken};
+use rmcp::service::{
+    NotificationContext, RequestContext, RoleClient, RunningServiceCancellationToken,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, ServiceExt};
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::process::{self, Group, StderrTail};
+use crate::engine::ports::mcp::{Elicitation, ElicitationAnswer};
+use crate::protocol::ElicitationAction;
 
 /// How long a stopped stdio server gets to exit after its stdin closes and it got
 /// SIGTERM, before its group is killed.
@@ -96,15 +101,78 @@ pub struct PromptMessage {
 /// dropped when it is full: one pending "tools changed" means the same as ten.
 struct Handler {
     notices: mpsc::Sender<Notice>,
+    elicitor: Elicitor,
+}
+
+/// Where a server's elicitation requests go, and the name they carry.
+pub struct Elicitor {
+    pub server: String,
+    pub requests: mpsc::Sender<Elicitation>,
+}
+
+fn elicit_result(action: ElicitationAction, content: Option<Map<String, Value>>) -> ElicitResult {
+    let action = match action {
+        ElicitationAction::Accept => rmcp::model::ElicitationAction::Accept,
+        ElicitationAction::Decline => rmcp::model::ElicitationAction::Decline,
+        ElicitationAction::Cancel => rmcp::model::ElicitationAction::Cancel,
+    };
+    let result = ElicitResult::new(action);
+    match content {
+        Some(content) => result.with_content(Value::Object(content)),
+        None => result,
+    }
 }
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
+        // Form elicitation only: URL elicitation would send the user to a page the server
+        // chooses, which needs a consent flow of its own.
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new().with_schema_validation(true)),
+        );
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("jucode", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return Ok(elicit_result(ElicitationAction::Decline, None));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+        let (answer, answered) = oneshot::channel();
+        let asked = self.elicitor.requests.try_send(Elicitation {
+            server: self.elicitor.server.clone(),
+            message,
+            schema,
+            answer,
+        });
+        if asked.is_err() {
+            // Nobody takes requests (no session behind the manager), or too many wait.
+            return Ok(elicit_result(ElicitationAction::Decline, None));
+        }
+        let answer = tokio::select! {
+            answer = answered => answer,
+            () = context.ct.cancelled() => return Ok(elicit_result(ElicitationAction::Cancel, None)),
+        };
+        Ok(match answer {
+            Ok(ElicitationAnswer { action, content }) => elicit_result(action, content),
+            // The session dropped the request (it ended).
+            Err(_) => elicit_result(ElicitationAction::Cancel, None),
+        })
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -131,8 +199,9 @@ pub struct Connection {
 pub async fn connect(
     endpoint: Endpoint,
     notices: mpsc::Sender<Notice>,
+    elicitor: Elicitor,
 ) -> Result<Connection, String> {
-    let handler = Handler { notices };
+    let handler = Handler { notices, elicitor };
     match endpoint {
         Endpoint::Stdio {
             command,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{self, RemotePrompt, RemoteTool, SharedConnection};
@@ -23,8 +23,12 @@ use super::naming;
 use super::task::run_server;
 use super::tool::McpTool;
 use crate::config::mcp::{self as config, DEFAULT_TIMEOUT_MS};
+use crate::engine::ports::mcp::Elicitation;
 use crate::engine::{McpServers, PromptArgument, PromptCommand, Tool, ToolSource, ToolSpec};
 use crate::protocol::{McpServerConfig, McpServerView, McpState, McpTransport};
+
+/// Elicitation requests waiting for the session to take them.
+const ELICITATION_QUEUE: usize = 16;
 
 /// A session's MCP servers. Cheap to clone: clones share the servers.
 #[derive(Clone)]
@@ -41,6 +45,9 @@ pub(super) struct Inner {
     /// The user's config file, where `mcp_set`, `mcp_remove` and `mcp_toggle` persist.
     config_path: PathBuf,
     root: CancellationToken,
+    /// Where the servers' elicitation requests go; the session takes the receiver.
+    pub(super) elicit: mpsc::Sender<Elicitation>,
+    elicitations: Mutex<Option<mpsc::Receiver<Elicitation>>>,
 }
 
 impl Drop for Inner {
@@ -119,6 +126,9 @@ impl McpManager {
             })
             .collect();
         let (changes, _) = watch::channel(());
+        // Requests beyond these wait in their servers' handlers (each server request is
+        // bounded by the server itself).
+        let (elicit, elicitations) = mpsc::channel(ELICITATION_QUEUE);
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
@@ -130,6 +140,8 @@ impl McpManager {
                 env,
                 config_path,
                 root: CancellationToken::new(),
+                elicit,
+                elicitations: Mutex::new(Some(elicitations)),
             }),
         }
     }
@@ -555,6 +567,14 @@ impl McpServers for McpManager {
             futures_util::future::join_all(connections.iter().map(|c| c.shutdown())).await;
         }
         .boxed()
+    }
+
+    fn elicitations(&self) -> Option<mpsc::Receiver<Elicitation>> {
+        self.inner
+            .elicitations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 }
 

@@ -31,8 +31,15 @@ pub(super) async fn run_server(
             inner.update(&name, generation, status);
         }
     };
-    let Some(endpoint) = inner.upgrade().map(|inner| endpoint(&inner, &config)) else {
+    let Some((endpoint, elicit)) = inner
+        .upgrade()
+        .map(|inner| (endpoint(&inner, &config), inner.elicit.clone()))
+    else {
         return;
+    };
+    let elicitor = client::Elicitor {
+        server: name.clone(),
+        requests: elicit,
     };
     let endpoint = match endpoint {
         Ok(endpoint) => endpoint,
@@ -42,7 +49,7 @@ pub(super) async fn run_server(
     let (notices_tx, mut notices) = mpsc::channel(NOTICE_QUEUE);
     let connected = tokio::select! {
         () = stop.cancelled() => return,
-        connected = tokio::time::timeout(timeout, client::connect(endpoint, notices_tx)) => connected,
+        connected = tokio::time::timeout(timeout, client::connect(endpoint, notices_tx, elicitor)) => connected,
     };
     let connection: SharedConnection = match connected {
         Ok(Ok(connection)) => Arc::new(connection),

@@ -10,8 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::values::{
-    ApprovalMode, Decision, GoalStatus, LifecycleStatus, ModelState, PlanStatus, Resolution,
-    SessionStatus,
+    ApprovalMode, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState, PlanStatus,
+    Resolution, SessionStatus,
 };
 
 /// One event of serve protocol v2.
@@ -40,6 +40,22 @@ pub enum Event {
     },
     McpServers {
         servers: Vec<McpServerView>,
+    },
+    /// An MCP server asks the user for input (`elicitation/create`); answered by an
+    /// `elicitation_response` op. `schema` is the server's `requestedSchema` (a flat
+    /// object of strings, numbers, integers, booleans and enums).
+    ElicitationRequest {
+        id: String,
+        server: String,
+        message: String,
+        schema: serde_json::Value,
+    },
+    /// An elicitation request was closed (answered by a client, cancelled by an
+    /// interrupt, declined as the session is unattended), so every client can close its
+    /// dialog. Every `elicitation_request` gets exactly one.
+    ElicitationResolved {
+        id: String,
+        action: ElicitationAction,
     },
     /// The project has local resources and no stored trust decision.
     TrustPrompt {

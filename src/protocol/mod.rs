@@ -26,8 +26,8 @@ pub use jucode_daemon::protocol::{
 };
 pub use ops::{ApproveOp, ApprovePlanOp, McpServerConfig, Op, OpName, UserInput, parse_op};
 pub use values::{
-    ApprovalMode, Decision, GoalStatus, LifecycleStatus, ModelState, PlanDecision, PlanStatus,
-    Resolution, SessionStatus,
+    ApprovalMode, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState,
+    PlanDecision, PlanStatus, Resolution, SessionStatus,
 };
 
 use bytes::Bytes;

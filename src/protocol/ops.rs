@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::values::{ApprovalMode, Decision, PlanDecision};
+use super::values::{ApprovalMode, Decision, ElicitationAction, PlanDecision};
 
 /// One op of serve protocol v2. Unknown fields (notably `session`) are ignored: a
 /// `jucode serve` process hosts exactly one session, and the daemon routes on `session`
@@ -85,6 +85,14 @@ pub enum Op {
     McpToggle {
         name: String,
         enabled: bool,
+    },
+    /// Answers an `elicitation_request`. `content` (an object) only with `accept`; it is
+    /// checked against the request's schema, whose defaults fill omitted fields.
+    ElicitationResponse {
+        id: String,
+        action: ElicitationAction,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<serde_json::Value>,
     },
     /// jucode addition: this client serves the session's file reads and writes and its
     /// shell commands (an editor's buffers and terminals); all `false` stops it.

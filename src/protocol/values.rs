@@ -92,6 +92,29 @@ impl From<Decision> for Resolution {
     }
 }
 
+/// The user's answer to an MCP server's `elicitation/create` (`elicitation_response.action`,
+/// and how `elicitation_resolved` closed the request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitationAction {
+    /// Send `content` to the server.
+    Accept,
+    /// The user said no.
+    Decline,
+    /// The user dismissed the request (also: an interrupt, or the session ending).
+    Cancel,
+}
+
+impl ElicitationAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accept => "accept",
+            Self::Decline => "decline",
+            Self::Cancel => "cancel",
+        }
+    }
+}
+
 /// The answer to a proposed plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -6,7 +6,10 @@
 //!
 //! - `--delay-ms N`: wait N ms before answering anything (a slow start);
 //! - `--hang`: never answer (a hung server);
-//! - `--fail-start`: write a reason to stderr and exit 2 before the handshake.
+//! - `--fail-start`: write a reason to stderr and exit 2 before the handshake;
+//! - `--elicit`: also offer the tool `ask` (read-only), which asks the user, through an
+//!   `elicitation/create` form (a required `name`, a `color` enum defaulting to
+//!   `green`, an integer `age` in 0..=150), and answers with what came back.
 //!
 //! Tools: `read_note` (`readOnlyHint`), `write_note` (writes `<name>.note` in its working
 //! directory), `whoami` (read-only: its cwd and `$MCP_TEST_VALUE`), `picture` (text, an
@@ -19,9 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, InitializeResult, ListPromptsResult,
-    ListToolsResult, PaginatedRequestParams, Prompt, ServerCapabilities, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ElicitRequest,
+    ElicitRequestParams, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, InitializeResult, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
+    Prompt, ServerCapabilities, ServerRequest, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -33,6 +37,7 @@ const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mN
 #[derive(Clone, Default)]
 struct TestServer {
     extra: Arc<AtomicBool>,
+    elicit: bool,
 }
 
 fn tool(value: Value) -> Tool {
@@ -76,6 +81,10 @@ impl TestServer {
             tool(json!({"name": "add_tool", "description": "Adds a tool",
                 "inputSchema": object(json!({}), &[]), "annotations": {"readOnlyHint": true}})),
         ];
+        if self.elicit {
+            tools.push(tool(json!({"name": "ask", "description": "Asks the user",
+                "inputSchema": object(json!({}), &[]), "annotations": {"readOnlyHint": true}})));
+        }
         if self.extra.load(Ordering::SeqCst) {
             tools.push(tool(json!({"name": "extra", "description": "Added later",
                 "inputSchema": object(json!({}), &[]), "annotations": {"readOnlyHint": true}})));
@@ -139,8 +148,44 @@ impl TestServer {
                 text_result("added extra", false)
             }
             "extra" => text_result("extra ran", false),
+            "ask" if self.elicit => ask(context).await,
             other => text_result(format!("no tool {other}"), true),
         }
+    }
+}
+
+async fn ask(context: &RequestContext<RoleServer>) -> CallToolResult {
+    let params: ElicitRequestParams = match serde_json::from_value(json!({
+        "mode": "form",
+        "message": "Who are you?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "color": {"type": "string", "enum": ["red", "green"], "default": "green"},
+                "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            },
+            "required": ["name", "color"],
+        },
+    })) {
+        Ok(params) => params,
+        Err(err) => return text_result(format!("bad elicitation params: {err}"), true),
+    };
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    match context.peer.send_request(request).await {
+        Ok(ClientResult::ElicitResult(result)) => {
+            let result = serde_json::to_value(&result).unwrap_or_default();
+            text_result(
+                format!(
+                    "action={} content={}",
+                    result["action"].as_str().unwrap_or("?"),
+                    result["content"]
+                ),
+                false,
+            )
+        }
+        Ok(other) => text_result(format!("unexpected answer: {other:?}"), true),
+        Err(err) => text_result(format!("elicitation failed: {err}"), true),
     }
 }
 
@@ -234,7 +279,11 @@ async fn main() {
     {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    match TestServer::default().serve(rmcp::transport::stdio()).await {
+    let server = TestServer {
+        elicit: args.iter().any(|arg| arg == "--elicit"),
+        ..TestServer::default()
+    };
+    match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => {
             let _ = running.waiting().await;
         }

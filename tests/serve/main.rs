@@ -12,6 +12,7 @@ mod basics;
 mod goals;
 mod headless;
 mod mcp;
+mod mcp_elicit;
 mod mcp_everything;
 mod mcp_ops;
 mod plans;

@@ -13,9 +13,28 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::BoxFuture;
-use tokio::sync::watch;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::protocol::{McpServerConfig, McpServerView};
+use crate::protocol::{ElicitationAction, McpServerConfig, McpServerView};
+
+/// A server's `elicitation/create`, waiting for the user. The server's request stays
+/// open until `answer` is used or dropped (dropping it cancels).
+pub struct Elicitation {
+    pub server: String,
+    pub message: String,
+    /// The requested schema, as the server sent it.
+    pub schema: Value,
+    pub answer: oneshot::Sender<ElicitationAnswer>,
+}
+
+/// What goes back to the server; `content` only with `accept`, already checked
+/// against the schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitationAnswer {
+    pub action: ElicitationAction,
+    pub content: Option<Map<String, Value>>,
+}
 
 /// A server's prompt, offered as the slash command `/<server>:<prompt>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +126,13 @@ pub trait McpServers: Send + Sync + 'static {
 
     /// Stops every server (their processes are killed); the session is ending.
     fn shutdown(&self) -> BoxFuture<'static, ()>;
+
+    /// The servers' elicitation requests, for the session to put to its clients. Given
+    /// out once (later calls get `None`); without a receiver, or once it is dropped,
+    /// every request is declined.
+    fn elicitations(&self) -> Option<mpsc::Receiver<Elicitation>> {
+        None
+    }
 }
 
 /// Reads the arguments of a prompt command: `name=value` for a declared argument, any

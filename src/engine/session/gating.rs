@@ -88,6 +88,8 @@ impl Session {
             .await;
         if !attended {
             self.resolve_open_approvals(Resolution::Deferred).await;
+            self.close_elicitations(crate::protocol::ElicitationAction::Decline)
+                .await;
         }
     }
 

@@ -13,6 +13,7 @@
 //! compaction, and what follows its end).
 
 mod agents;
+mod elicit;
 mod gating;
 mod goal;
 mod history;
@@ -167,6 +168,8 @@ struct Session {
     idle_since: Option<tokio::time::Instant>,
     /// What clients were last told about the MCP servers.
     mcp: mcp::Announced,
+    /// The servers' requests for the user's input.
+    elicit: elicit::Elicitations,
     /// The system prompt as the project gives it now (without plan mode's addendum).
     system_prompt: Arc<str>,
     /// The session continues a saved one (for hooks).
@@ -183,6 +186,8 @@ enum Wake {
     Internal(Internal),
     /// The MCP servers changed (state, tools or prompts).
     Mcp,
+    /// An MCP server asks the user for input.
+    Elicit(crate::engine::ports::mcp::Elicitation),
     /// The number of attached clients changed (daemon sessions only); `None` when the
     /// host stopped counting.
     Clients(Option<usize>),
@@ -257,6 +262,7 @@ impl Session {
             background: 0,
             idle_since: None,
             mcp: mcp::Announced::new(mcp_servers.as_ref()),
+            elicit: elicit::Elicitations::new(mcp_servers.elicitations()),
             system_prompt,
             resumed,
         };
@@ -278,11 +284,13 @@ impl Session {
                 let turn = &mut self.turn;
                 let internal = &mut self.internal_rx;
                 let mcp_changes = &mut self.mcp.changes;
+                let elicitations = &mut self.elicit.requests;
                 tokio::select! {
                     biased;
                     outcome = turn_finished(turn) => Wake::TurnDone(outcome),
                     Some(internal) = internal.recv() => Wake::Internal(internal),
                     () = mcp::changed(mcp_changes) => Wake::Mcp,
+                    request = elicit::next(elicitations) => Wake::Elicit(request),
                     count = client_count(clients.as_mut()) => Wake::Clients(count),
                     input = inputs.recv() => Wake::Input(input),
                     () = sleep_until(idle) => Wake::Idle,
@@ -304,6 +312,10 @@ impl Session {
                 }
                 Wake::Mcp => {
                     self.mcp_changed().await;
+                    Flow::Continue
+                }
+                Wake::Elicit(request) => {
+                    self.elicitation_arrived(request).await;
                     Flow::Continue
                 }
                 Wake::Clients(Some(count)) => {
@@ -361,6 +373,8 @@ impl Session {
         self.agents.shutdown().await;
         self.resolve_open_approvals(crate::protocol::Resolution::Interrupted)
             .await;
+        self.close_elicitations(crate::protocol::ElicitationAction::Cancel)
+            .await;
         // Its MCP servers die with it.
         self.params.mcp.shutdown().await;
     }
@@ -407,6 +421,11 @@ impl Session {
             } => self.mcp_set(&name, server, persist).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
             Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
+            Op::ElicitationResponse {
+                id,
+                action,
+                content,
+            } => self.elicitation_response(&id, action, content).await,
             Op::ClientCapabilities {
                 read_text_file,
                 write_text_file,

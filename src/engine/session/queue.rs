@@ -79,6 +79,10 @@ impl Session {
     }
 
     pub(super) async fn interrupt(&mut self, index: Option<i64>) {
+        // A server's question belongs to the call the interrupt stops (or to none the
+        // user still wants): it is cancelled either way.
+        self.close_elicitations(crate::protocol::ElicitationAction::Cancel)
+            .await;
         let Some(turn) = self.turn.take() else {
             // No turn runs, but subagents it left in the background may: they stop.
             self.interrupt_agents().await;

@@ -306,6 +306,9 @@ impl Connection {
                 }
             }
             Output::ModelView => self.passed(name, session).await,
+            Output::Op(op) => {
+                session.link.send(op).await;
+            }
             Output::ClientRequest {
                 id,
                 call_id,

@@ -83,6 +83,9 @@ pub enum Output {
         method: String,
         params: serde_json::Value,
     },
+    /// Send this op to the session on the client's behalf: the answer to something
+    /// neither dialect can put to its client (an MCP server's elicitation request).
+    Op(crate::protocol::Op),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -321,6 +324,15 @@ impl Translator {
                 if self.dialect == Dialect::Dashboard {
                     out.push(Output::Update(state(TurnState::RequiresAction, None, None)));
                 }
+            }
+            // ACP v1 and the dashboards' protocol have no way to ask the user for a form:
+            // the request is declined at once rather than left for nobody to answer.
+            Event::ElicitationRequest { id, .. } => {
+                out.push(Output::Op(crate::protocol::Op::ElicitationResponse {
+                    id: id.clone(),
+                    action: crate::protocol::ElicitationAction::Decline,
+                    content: None,
+                }));
             }
             Event::ApprovalResolved { call_id, decision } => {
                 self.approvals.retain(|open| open != call_id);

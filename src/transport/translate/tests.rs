@@ -286,3 +286,25 @@ fn a_transcript_is_replayed_once() {
     assert_eq!(replayed[2]["status"], "completed");
     assert!(translator.handle(&transcript).is_empty());
 }
+
+#[test]
+fn elicitation_requests_are_declined_in_both_dialects() {
+    for dialect in [Dialect::Acp, Dialect::Dashboard] {
+        let mut translator = Translator::new(dialect);
+        translator.handle(&startup());
+        let out = translator.handle(&Event::ElicitationRequest {
+            id: "elicit_1".into(),
+            server: "notes".into(),
+            message: "Who are you?".into(),
+            schema: json!({"type": "object", "properties": {}}),
+        });
+        assert_eq!(
+            out,
+            [Output::Op(crate::protocol::Op::ElicitationResponse {
+                id: "elicit_1".into(),
+                action: crate::protocol::ElicitationAction::Decline,
+                content: None,
+            })]
+        );
+    }
+}

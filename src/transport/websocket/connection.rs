@@ -454,6 +454,10 @@ impl Dashboard {
                     return;
                 };
                 for output in session.tr.handle(&event) {
+                    if let Output::Op(op) = output {
+                        session.link.send(op).await;
+                        continue;
+                    }
                     self.apply(&name, &mut session, output);
                 }
                 self.sessions.insert(name, session);
@@ -559,7 +563,8 @@ impl Dashboard {
             Output::Started { .. }
             | Output::Info(_)
             | Output::Error(_)
-            | Output::ClientRequest { .. } => {}
+            | Output::ClientRequest { .. }
+            | Output::Op(_) => {}
         }
     }
 }
