@@ -9,6 +9,7 @@
 mod common;
 
 mod dashboard;
+mod handshake;
 mod python;
 
 use std::net::TcpListener;

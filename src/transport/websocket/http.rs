@@ -40,6 +40,16 @@ impl Request {
             .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
     }
 
+    /// Whether `Connection` lists the `upgrade` option (RFC 6455 4.2.1: a handshake
+    /// without it is not one, whatever `Upgrade` says).
+    pub fn asks_connection_upgrade(&self) -> bool {
+        self.headers
+            .iter()
+            .filter(|(key, _)| key.eq_ignore_ascii_case("connection"))
+            .flat_map(|(_, value)| value.split(','))
+            .any(|option| option.trim().eq_ignore_ascii_case("upgrade"))
+    }
+
     /// The subprotocols offered (`Sec-WebSocket-Protocol`, comma separated).
     pub fn subprotocols(&self) -> Vec<String> {
         self.headers

@@ -311,7 +311,9 @@ async fn handle(
     }
     let key = request.header("sec-websocket-key").map(str::to_owned);
     let Some(key) = key.filter(|key| {
-        request.header("sec-websocket-version") == Some("13") && http::valid_key(key)
+        request.header("sec-websocket-version") == Some("13")
+            && http::valid_key(key)
+            && request.asks_connection_upgrade()
     }) else {
         return http::refuse(
             &mut stream,
@@ -353,16 +355,48 @@ async fn handle(
     tracing::debug!(%peer, "dashboard disconnected");
 }
 
-/// The host part of a `Host` header (without its port).
-fn host_name(value: &str) -> &str {
-    if let Some(rest) = value.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    value.rsplit_once(':').map_or(value, |(host, _)| host)
+/// The host part of a `Host` header (RFC 9110: `uri-host [":" port]`), or `None` for
+/// anything else: a port that is not digits (`127.0.0.1:9@evil.example`, which a
+/// lenient split would read as loopback), userinfo, a path, spaces.
+fn host_name(value: &str) -> Option<&str> {
+    let (name, port) = if let Some(rest) = value.strip_prefix('[') {
+        let (literal, after) = rest.split_once(']')?;
+        let valid = !literal.is_empty()
+            && literal
+                .bytes()
+                .all(|byte| byte.is_ascii_hexdigit() || byte == b':' || byte == b'.');
+        if !valid {
+            return None;
+        }
+        let port = match after {
+            "" => None,
+            after => Some(after.strip_prefix(':')?),
+        };
+        (literal, port)
+    } else {
+        let (name, port) = match value.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (value, None),
+        };
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-._~".contains(&byte));
+        if !valid {
+            return None;
+        }
+        (name, port)
+    };
+    let port_ok = port.is_none_or(|port| {
+        (1..=5).contains(&port.len()) && port.bytes().all(|byte| byte.is_ascii_digit())
+    });
+    port_ok.then_some(name)
 }
 
 fn host_allowed(value: &str, config: &ServerConfig) -> bool {
-    let name = host_name(value.trim());
+    let Some(name) = host_name(value.trim()) else {
+        return false;
+    };
     let bound = config.host.trim_start_matches('[').trim_end_matches(']');
     is_loopback(name) || name.eq_ignore_ascii_case(bound)
 }
@@ -391,6 +425,30 @@ fn origin_allowed(origin: &str, port: u16, config: &ServerConfig) -> bool {
 mod tests {
     use super::*;
     use crate::config::WebSocketConfig;
+
+    #[test]
+    fn only_a_well_formed_host_is_read() {
+        assert_eq!(host_name("127.0.0.1:23254"), Some("127.0.0.1"));
+        assert_eq!(host_name("localhost"), Some("localhost"));
+        assert_eq!(host_name("[::1]:9"), Some("::1"));
+        assert_eq!(host_name("[::1]"), Some("::1"));
+        assert_eq!(host_name("dash.example:443"), Some("dash.example"));
+        for bad in [
+            "127.0.0.1:23254@evil.example",
+            "user@127.0.0.1:9",
+            "127.0.0.1:9/x",
+            "127.0.0.1:",
+            "127.0.0.1:123456",
+            "[::1]x",
+            "[::1]:9@evil",
+            "[]:9",
+            "",
+            ":9",
+            "127.0.0.1 :9",
+        ] {
+            assert_eq!(host_name(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn server_config_from_the_seed_fields() {

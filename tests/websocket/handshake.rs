@@ -1,0 +1,68 @@
+//! The upgrade handshake as RFC 6455 has it, sent by hand: what no real client sends,
+//! and an attacker might.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::common::serve::Home;
+use crate::{WsDaemon, free_port};
+
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+
+/// The status line the server answers a raw request head with.
+fn status_of(port: u16, head: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    stream.write_all(head.as_bytes()).expect("send");
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => answer.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&answer).trim().to_owned()
+}
+
+fn upgrade(port: u16, host: &str, key: &str, connection: Option<&str>) -> String {
+    let connection = connection
+        .map(|value| format!("Connection: {value}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "GET / HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n{connection}\
+         Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .replace("{port}", &port.to_string())
+}
+
+#[test]
+fn malformed_handshakes_are_refused() {
+    let home = Home::new();
+    let port = free_port();
+    let daemon = WsDaemon::start(&home, &format!(r#"{{"port": {port}}}"#), port, &[]);
+    daemon.wait_listening();
+    let host = format!("127.0.0.1:{port}");
+
+    let good = upgrade(port, &host, KEY, Some("keep-alive, Upgrade"));
+    assert_eq!(status_of(port, &good), "HTTP/1.1 101 Switching Protocols");
+
+    let evil_host = format!("127.0.0.1:{port}@evil.example");
+    let cases = [
+        (upgrade(port, &evil_host, KEY, Some("Upgrade")), "403"),
+        (upgrade(port, &host, "!!", Some("Upgrade")), "400"),
+        (upgrade(port, &host, KEY, None), "400"),
+        (upgrade(port, &host, KEY, Some("keep-alive")), "400"),
+    ];
+    for (head, status) in cases {
+        let answer = status_of(port, &head);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{head:?} got {answer:?}"
+        );
+    }
+    daemon.stop();
+}
