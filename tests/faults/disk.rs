@@ -149,7 +149,9 @@ fn a_full_disk_during_a_turn_a_compaction_and_a_checkout_loses_nothing_acknowled
     std::fs::remove_file(&filler).expect("free the disk");
     model.push(text_reply(&["three done"]));
     serve.user("three");
+    // Said within the turn, before its closing status.
     until_message(&mut serve, "info", "saved again");
+    serve.until_ready();
 
     // A compaction on a full disk.
     let filler = fs.fill();
@@ -160,6 +162,7 @@ fn a_full_disk_during_a_turn_a_compaction_and_a_checkout_loses_nothing_acknowled
     model.push(text_reply(&["four done"]));
     serve.user("four");
     until_message(&mut serve, "info", "saved again");
+    serve.until_ready();
 
     // A checkout while the disk is full: the files come back all the same, and its
     // entry is saved with the rest once there is room.
@@ -177,8 +180,14 @@ fn a_full_disk_during_a_turn_a_compaction_and_a_checkout_loses_nothing_acknowled
     assert!(!project.join("a.txt").exists());
     std::fs::remove_file(&filler).expect("free the disk");
     model.push(text_reply(&["six done"]));
-    turn(&mut serve, "six");
-    until_message(&mut serve, "info", "saved again");
+    let six = turn(&mut serve, "six");
+    assert!(
+        six.iter().any(|event| event["type"] == "info"
+            && event["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("saved again"))),
+        "saving works again within the turn: {six:?}"
+    );
 
     // kill -9: everything acknowledged is in the file, after what was there before.
     serve.child.kill().expect("kill -9");

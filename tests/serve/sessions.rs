@@ -467,3 +467,34 @@ fn a_turn_too_large_for_the_window_is_refused_once_and_set_aside() {
     let request = &model.wait_requests(1)[0];
     assert_eq!(request_texts(request), ["user:small"]);
 }
+
+#[test]
+fn a_turn_that_cannot_be_saved_says_so_before_its_closing_status() {
+    let (model, home) = setup("");
+    // The sessions path is a file: no session file can be created under it.
+    std::fs::write(home.path().join("sessions"), "not a directory").expect("write");
+    model.push(text_reply(&["fine"]));
+    let mut serve = Serve::ready(&home);
+    serve.user("hello");
+    let turn = serve.until_ready();
+    let error = turn
+        .iter()
+        .position(|event| {
+            event["type"] == "error"
+                && event["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains("jucode keeps trying to save it"))
+        })
+        .unwrap_or_else(|| panic!("no save error in the turn: {turn:?}"));
+    let ready = turn.len() - 1;
+    assert!(error < ready, "{:?}", types(&turn));
+    // The session goes on in memory.
+    model.push(text_reply(&["still here"]));
+    serve.user("again");
+    let next = serve.until_ready();
+    assert!(
+        next.iter().any(|event| event["delta"] == "still here"),
+        "{:?}",
+        types(&next)
+    );
+}

@@ -105,6 +105,9 @@ impl Session {
             written
         });
         crate::engine::conversation::store::wait_written(written).await;
+        // A failure to save the turn is said before its closing status: a client that
+        // stops reading at `ready` must still learn that the turn is not on disk.
+        self.report_journal().await;
         let end = match &outcome {
             Ok(outcome) => outcome.end,
             Err(_) => TurnEnd::Failed,
@@ -152,7 +155,6 @@ impl Session {
         if let Some(observer) = &self.params.turn_ends {
             let _ = observer.send(end);
         }
-        self.report_journal().await;
         self.start_next().await;
         if completed {
             self.continue_goal();
