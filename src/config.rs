@@ -7,6 +7,7 @@
 
 pub mod hooks;
 pub mod mcp;
+pub mod private;
 pub mod web;
 
 use std::borrow::Cow;

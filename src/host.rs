@@ -125,7 +125,7 @@ pub fn build_session(
         } else {
             options.cwd.clone()
         };
-        if let Err(err) = std::fs::create_dir_all(&dir) {
+        if let Err(err) = crate::config::private::create_dir_all(&dir) {
             startup_errors.push(format!("cannot create {}: {err}", dir.display()));
         }
         crate::tools::register_chat(&mut tools);

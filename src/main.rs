@@ -472,7 +472,7 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
         None => {
             let log_file = log_file.unwrap_or_else(|| profile.logs_dir().join("daemon.log"));
             if let Some(dir) = log_file.parent() {
-                let _ = std::fs::create_dir_all(dir);
+                let _ = jucode::config::private::create_dir_all(dir);
             }
             init_logging(Some(&log_file), "info");
             let flags = match args
@@ -514,7 +514,7 @@ fn init_logging(file: Option<&Path>, default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match file.map(|path| {
-        std::fs::OpenOptions::new()
+        jucode::config::private::file_options()
             .create(true)
             .append(true)
             .open(path)

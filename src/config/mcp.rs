@@ -300,12 +300,22 @@ fn edit(path: &Path, change: impl FnOnce(&mut Table) -> Result<(), String>) -> R
 /// its permissions.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::config::private::create_dir_all(dir)?;
     }
     let mut temp = path.as_os_str().to_owned();
     temp.push(format!(".{}.tmp", std::process::id()));
     let temp = std::path::PathBuf::from(temp);
-    std::fs::write(&temp, bytes)?;
+    {
+        use std::io::Write;
+        // A new file is the user's alone (a config may hold keys); an existing one
+        // keeps its mode below.
+        let mut file = crate::config::private::file_options()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+    }
     if let Ok(meta) = std::fs::metadata(path) {
         let _ = std::fs::set_permissions(&temp, meta.permissions());
     }

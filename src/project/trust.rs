@@ -67,11 +67,16 @@ impl TrustStore {
             )
         };
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
+            crate::config::private::create_dir_all(dir).map_err(fail)?;
         }
         let mut lock_path = self.path.as_os_str().to_owned();
         lock_path.push(".lock");
-        let lock = std::fs::File::create(PathBuf::from(lock_path)).map_err(fail)?;
+        let lock = crate::config::private::file_options()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(PathBuf::from(lock_path))
+            .map_err(fail)?;
         lock.lock().map_err(fail)?;
         // A file that cannot be read is not silently replaced: its decisions would be
         // lost. The user fixes or removes it.

@@ -80,9 +80,10 @@ pub struct SessionLock {
 /// Takes the lock of session `id` in `dir`; the error says who holds it and how to
 /// reach the session instead.
 pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
-    fs::create_dir_all(dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    crate::config::private::create_dir_all(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let path = dir.join(format!("{id}.lock"));
-    let mut file = fs::OpenOptions::new()
+    let mut file = crate::config::private::file_options()
         .create(true)
         .truncate(false)
         .read(true)

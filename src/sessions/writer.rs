@@ -364,7 +364,7 @@ impl Writer {
         let created = tokio::task::spawn_blocking(move || {
             let lock = files::lock(&dir, &id, &by)?;
             let path = dir.join(format!("{id}.jsonl"));
-            let file = std::fs::OpenOptions::new()
+            let file = crate::config::private::file_options()
                 .create_new(true)
                 .read(true)
                 .append(true)
@@ -571,7 +571,7 @@ fn rewrite(
         let mut source = old.try_clone()?;
         source.seek(std::io::SeekFrom::Start(0))?;
         let _ = std::fs::remove_file(&temporary);
-        let mut new = std::fs::OpenOptions::new()
+        let mut new = crate::config::private::file_options()
             .create_new(true)
             .read(true)
             .append(true)

@@ -498,3 +498,81 @@ fn a_turn_that_cannot_be_saved_says_so_before_its_closing_status() {
         types(&next)
     );
 }
+
+#[test]
+fn the_profile_is_private_whatever_the_umask() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    for umask in ["000", "022"] {
+        let model = MockModel::start();
+        let root = Home::new();
+        // A profile that does not exist yet: jucode makes it.
+        let profile = root.path().join("profile");
+        std::fs::create_dir_all(&profile).expect("profile");
+        std::fs::write(
+            profile.join("config.toml"),
+            format!(
+                "model = \"mock/mock-1\"\n[providers.mock]\nkind = \"openai\"\n\
+                 base_url = \"{}\"\napi_key = \"k\"\n",
+                model.base_url()
+            ),
+        )
+        .expect("config");
+        std::fs::set_permissions(&profile, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        model.push(text_reply(&["ok"]));
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask} && exec \"$0\" serve --in-process"))
+            .arg(env!("CARGO_BIN_EXE_jucode"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", root.path())
+            .env("JUCODE_HOME", &profile)
+            .current_dir(root.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(b"{\"op\":\"user_message\",\"content\":\"hi\"}\n")
+            .expect("send");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        loop {
+            let line = lines.next().expect("a line before ready").expect("read");
+            if line.contains("\"type\":\"status\"") && line.contains("\"ready\"") {
+                break;
+            }
+        }
+        stdin
+            .write_all(b"{\"op\":\"shutdown\"}\n")
+            .expect("shutdown");
+        drop(stdin);
+        lines.for_each(drop);
+        assert!(child.wait().expect("wait").success());
+
+        let mode = |path: &std::path::Path| {
+            std::fs::metadata(path).expect("meta").permissions().mode() & 0o777
+        };
+        let sessions = profile.join("sessions");
+        assert_eq!(mode(&sessions), 0o700, "umask {umask}: sessions/");
+        let mut files = 0;
+        for project in std::fs::read_dir(&sessions).expect("sessions") {
+            let project = project.expect("entry").path();
+            assert_eq!(
+                mode(&project),
+                0o700,
+                "umask {umask}: {}",
+                project.display()
+            );
+            for file in std::fs::read_dir(&project).expect("project") {
+                let file = file.expect("entry").path();
+                assert_eq!(mode(&file), 0o600, "umask {umask}: {}", file.display());
+                files += 1;
+            }
+        }
+        assert!(files >= 2, "a session file and its lock");
+    }
+}

@@ -157,10 +157,14 @@ fn save(dir: &Path, data: &str, mime: Option<&str>) -> Result<PathBuf, String> {
         "application/pdf" => "pdf",
         _ => "bin",
     };
-    std::fs::create_dir_all(dir)
+    crate::config::private::create_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let path = dir.join(format!("{}.{ext}", uuid::Uuid::now_v7()));
-    std::fs::write(&path, bytes)
+    crate::config::private::file_options()
+        .create_new(true)
+        .write(true)
+        .open(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
         .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
     Ok(path)
 }
