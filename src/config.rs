@@ -53,6 +53,46 @@ impl Profile {
         Some(Self::at(PathBuf::from(home).join(".jucode")))
     }
 
+    /// Refuses a profile someone else could have written, as ssh refuses such a
+    /// `~/.ssh`: its `config.toml` names the programs jucode starts (hooks, MCP
+    /// servers) and its sessions are replayed to the model. The directory and the config,
+    /// where they exist, must be owned by this user and not writable by group or others.
+    pub fn check_private(&self) -> Result<(), String> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let me = nix::unistd::geteuid().as_raw();
+            for path in [self.dir.clone(), self.config_path()] {
+                let Ok(meta) = std::fs::metadata(&path) else {
+                    continue;
+                };
+                if meta.uid() != me {
+                    return Err(format!(
+                        "refusing the profile: {} is owned by uid {}, not by you (uid {me}); \
+                         chown it, or choose another profile with JUCODE_HOME",
+                        path.display(),
+                        meta.uid()
+                    ));
+                }
+                if meta.mode() & 0o022 != 0 {
+                    return Err(format!(
+                        "refusing the profile: {} is writable by {} (mode {:o}); \
+                         `chmod go-w {}` fixes it",
+                        path.display(),
+                        if meta.mode() & 0o002 != 0 {
+                            "everyone"
+                        } else {
+                            "its group"
+                        },
+                        meta.mode() & 0o7777,
+                        path.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
     }

@@ -349,6 +349,7 @@ fn prepare_open(
 ) -> Result<SessionParams, String> {
     // The client's profile, as its own process would use; the daemon's otherwise.
     let profile = Profile::from_env(&params.env).unwrap_or_else(|| default_profile.clone());
+    profile.check_private()?;
     if let Some(id) = params.resume {
         let options = SessionOptions {
             cwd: PathBuf::from("/"),

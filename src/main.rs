@@ -225,9 +225,9 @@ fn serve(args: ServeArgs) -> u8 {
     if let Some(host) = args.remote {
         return on_remote(host, args.remote_program, remote::Dialect::Serve);
     }
-    let profile = match Profile::resolve() {
+    let profile = match checked_profile() {
         Ok(profile) => profile,
-        Err(message) => return fail(&message),
+        Err(code) => return code,
     };
     if args.in_process {
         let options = SessionOptions::from_current_process(args.chat, args.session);
@@ -283,9 +283,9 @@ fn serve(args: ServeArgs) -> u8 {
 }
 
 fn headless(args: HeadlessArgs) -> u8 {
-    let profile = match Profile::resolve() {
+    let profile = match checked_profile() {
         Ok(profile) => profile,
-        Err(message) => return fail(&message),
+        Err(code) => return code,
     };
     let prompt = if args.prompt.is_empty() {
         let mut text = String::new();
@@ -315,9 +315,9 @@ fn acp(args: AcpArgs) -> u8 {
     if let Some(host) = args.remote {
         return on_remote(host, args.remote_program, remote::Dialect::Other);
     }
-    let profile = match Profile::resolve() {
+    let profile = match checked_profile() {
         Ok(profile) => profile,
-        Err(message) => return fail(&message),
+        Err(code) => return code,
     };
     let attachments = profile.dir.join("attachments");
     let backend = if args.in_process {
@@ -393,9 +393,9 @@ fn sessions(args: SessionsArgs) -> u8 {
     if let Some(host) = args.remote {
         return on_remote(host, args.remote_program, remote::Dialect::Other);
     }
-    let profile = match Profile::resolve() {
+    let profile = match checked_profile() {
         Ok(profile) => profile,
-        Err(message) => return fail(&message),
+        Err(code) => return code,
     };
     match args.action {
         Some(SessionsAction::Rm { id }) => match jucode::sessions::remove(&profile.dir, &id) {
@@ -458,9 +458,9 @@ fn schema() -> u8 {
 }
 
 fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
-    let profile = match Profile::resolve() {
+    let profile = match checked_profile() {
         Ok(profile) => profile,
-        Err(message) => return fail(&message),
+        Err(code) => return code,
     };
     let Some(socket) = args
         .socket
@@ -502,6 +502,17 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
             }
         }
     }
+}
+
+/// The profile, refused (exit 2, as a session that cannot start) when someone else
+/// could have written it (`Profile::check_private`).
+fn checked_profile() -> Result<Profile, u8> {
+    let profile = Profile::resolve().map_err(|message| fail(&message))?;
+    profile.check_private().map_err(|message| {
+        eprintln!("jucode: {message}");
+        2
+    })?;
+    Ok(profile)
 }
 
 fn fail(message: &str) -> u8 {

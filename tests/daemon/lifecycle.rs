@@ -377,9 +377,16 @@ fn a_session_uses_the_profile_of_the_client_that_opened_it() {
 #[test]
 fn serve_runs_in_process_when_no_daemon_can_be_started() {
     let home = Home::new();
-    // A socket directory others may write to is refused by the daemon...
-    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let mut serve = Serve::shim(&home).start();
+    // A socket directory others may write to is refused by the daemon (the profile
+    // itself is private: a profile others may write is refused by everything,
+    // `tests/serve/sessions.rs`)...
+    let shared = tempfile::tempdir().expect("a shared directory");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = shared.path().join("daemon.sock");
+    let mut serve = Serve::shim(&home)
+        .arg("--socket")
+        .arg(&socket.display().to_string())
+        .start();
     // ...and the session runs in the serve process instead, with the same lines.
     let batch = serve.skip_startup();
     assert_eq!(batch[0]["profile_dir"], home.path().display().to_string());
@@ -388,5 +395,8 @@ fn serve_runs_in_process_when_no_daemon_can_be_started() {
     serve.send(json!({"op": "shutdown"}));
     assert_eq!(serve.wait().code(), Some(0));
     assert!(home.daemon_status().is_none(), "no daemon was started");
-    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(
+        !socket.exists(),
+        "no daemon listens in the shared directory"
+    );
 }

@@ -576,3 +576,62 @@ fn the_profile_is_private_whatever_the_umask() {
         assert!(files >= 2, "a session file and its lock");
     }
 }
+
+#[test]
+fn a_profile_someone_else_could_write_is_refused_and_runs_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Home::new();
+    let marker = root.path().join("hook-ran");
+    let profile = root.path().join("profile");
+    std::fs::create_dir_all(&profile).expect("profile");
+    std::fs::write(
+        profile.join("config.toml"),
+        format!(
+            "[hooks]\nsession_start = [\"touch {}\"]\n",
+            marker.display()
+        ),
+    )
+    .expect("config");
+    let run = |profile: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_jucode"))
+            .args(["serve", "--in-process"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", root.path())
+            .env("JUCODE_HOME", profile)
+            .current_dir(root.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run")
+    };
+    let set_mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+
+    // Owned by another user (the tests run as root, which may chown).
+    std::os::unix::fs::chown(&profile, Some(4242), Some(4242)).expect("chown");
+    let foreign = run(&profile);
+    assert_eq!(foreign.status.code(), Some(2), "{foreign:?}");
+    let said = String::from_utf8_lossy(&foreign.stderr);
+    assert!(said.contains("owned by uid 4242"), "{said}");
+    assert!(foreign.stdout.is_empty());
+    std::os::unix::fs::chown(&profile, Some(0), Some(0)).expect("chown back");
+
+    // Writable by its group, then a config writable by everyone.
+    set_mode(&profile, 0o770);
+    let group = run(&profile);
+    assert_eq!(group.status.code(), Some(2), "{group:?}");
+    assert!(String::from_utf8_lossy(&group.stderr).contains("writable by its group"));
+    set_mode(&profile, 0o700);
+    set_mode(&profile.join("config.toml"), 0o666);
+    let config = run(&profile);
+    assert_eq!(config.status.code(), Some(2), "{config:?}");
+    assert!(String::from_utf8_lossy(&config.stderr).contains("writable by everyone"));
+    assert!(!marker.exists(), "no hook ran from a refused profile");
+
+    // Made private, the same profile is used, hook and all.
+    set_mode(&profile.join("config.toml"), 0o600);
+    let fine = run(&profile);
+    assert_eq!(fine.status.code(), Some(0), "{fine:?}");
+    assert!(marker.exists(), "the hook of a private profile runs");
+}
