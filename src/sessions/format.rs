@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::trace_lines::{self, AgentLine, GoalLine, StepLine};
-use crate::engine::conversation::store::{Entry, EntryBody, FileBefore, SessionMeta};
+use crate::engine::conversation::store::{ApprovalMark, Entry, EntryBody, FileBefore, SessionMeta};
 use crate::engine::{ImageData, Message, ToolCall};
 use crate::protocol::{PlanStatus, UserMessageEvent};
 
@@ -113,6 +113,42 @@ pub enum Body {
     Goal {
         goal: Option<GoalLine>,
     },
+    /// A call put to the user, or the user's answer.
+    Approval {
+        call_id: String,
+        state: MarkLine,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkLine {
+    Asked,
+    Allowed,
+    Denied,
+    Deferred,
+}
+
+impl From<ApprovalMark> for MarkLine {
+    fn from(mark: ApprovalMark) -> Self {
+        match mark {
+            ApprovalMark::Asked => MarkLine::Asked,
+            ApprovalMark::Allowed => MarkLine::Allowed,
+            ApprovalMark::Denied => MarkLine::Denied,
+            ApprovalMark::Deferred => MarkLine::Deferred,
+        }
+    }
+}
+
+impl From<MarkLine> for ApprovalMark {
+    fn from(mark: MarkLine) -> Self {
+        match mark {
+            MarkLine::Asked => ApprovalMark::Asked,
+            MarkLine::Allowed => ApprovalMark::Allowed,
+            MarkLine::Denied => ApprovalMark::Denied,
+            MarkLine::Deferred => ApprovalMark::Deferred,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -269,6 +305,10 @@ fn body_of(body: &EntryBody) -> Body {
         EntryBody::Goal(goal) => Body::Goal {
             goal: goal.as_ref().map(trace_lines::goal_line),
         },
+        EntryBody::Approval { call_id, mark } => Body::Approval {
+            call_id: call_id.clone(),
+            state: (*mark).into(),
+        },
     }
 }
 
@@ -401,6 +441,10 @@ pub fn decode(line: Line) -> Result<Entry, String> {
             explanation,
         },
         Body::Goal { goal } => EntryBody::Goal(goal.map(trace_lines::goal)),
+        Body::Approval { call_id, state } => EntryBody::Approval {
+            call_id,
+            mark: state.into(),
+        },
     };
     Ok(Entry::with_tokens(
         Arc::from(line.id),

@@ -23,7 +23,7 @@ pub use writer::flush_all;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use {files::read, format::encode};
 
-use crate::engine::conversation::store::{Entry, Journal};
+use crate::engine::conversation::store::{Entry, EntryBody, Journal};
 
 /// What a host needs to start a session on a file.
 pub struct Opened {
@@ -54,6 +54,15 @@ pub fn open_saved(profile_dir: &Path, id: &str, by: &str) -> Result<Opened, Stri
     let dir = path.parent().unwrap_or(Path::new("."));
     let lock = files::lock(dir, id, by)?;
     let loaded = files::read(&path)?;
+    // A file that does not start a conversation is never written to: appending would
+    // give it a second header (or duplicate entry ids), and whatever it held is the
+    // user's to recover.
+    if let Some(why) = unloadable(&loaded) {
+        return Err(format!(
+            "session {id} cannot be continued: {} {why}; the file was left as it is",
+            path.display()
+        ));
+    }
     let file = files::open_for_append(&path)
         .map_err(|err| format!("cannot open {} to continue it: {err}", path.display()))?;
     let journal = writer::spawn(writer::Target::Existing {
@@ -65,5 +74,22 @@ pub fn open_saved(profile_dir: &Path, id: &str, by: &str) -> Result<Opened, Stri
     Ok(Opened {
         journal,
         saved: Some((loaded.entries, loaded.warnings)),
+    })
+}
+
+/// Why a read file cannot be a session's conversation, if it cannot.
+fn unloadable(loaded: &files::Loaded) -> Option<String> {
+    let Some(first) = loaded.entries.first() else {
+        return Some(match loaded.warnings.first() {
+            Some(warning) => format!("has no readable line ({warning})"),
+            None => "is empty".to_owned(),
+        });
+    };
+    if first.parent.is_none() && matches!(first.body, EntryBody::Session(_)) {
+        return None;
+    }
+    Some(match loaded.warnings.first() {
+        Some(warning) => format!("does not start with a session header ({warning})"),
+        None => "does not start with a session header".to_owned(),
     })
 }

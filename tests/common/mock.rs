@@ -323,6 +323,31 @@ async fn serve(listener: std::net::TcpListener, shared: Shared) {
 
 type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
 
+/// OpenAI's rule, which jucode must keep in every request: an assistant message with
+/// `tool_calls` is followed by tool messages answering each of its calls.
+fn unanswered_call(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    for (index, message) in messages.iter().enumerate() {
+        let Some(calls) = message["tool_calls"].as_array() else {
+            continue;
+        };
+        let answered: Vec<&str> = messages[index + 1..]
+            .iter()
+            .take_while(|next| next["role"] == "tool")
+            .filter_map(|next| next["tool_call_id"].as_str())
+            .collect();
+        for call in calls {
+            let id = call["id"].as_str().unwrap_or_default();
+            if !answered.contains(&id) {
+                return Some(format!(
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {id}"
+                ));
+            }
+        }
+    }
+    None
+}
+
 async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let headers = req
@@ -337,6 +362,21 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // As strict as OpenAI: a conversation with an unanswered call is refused.
+    if let Some(message) = unanswered_call(&body) {
+        let mut state = shared.0.lock().unwrap();
+        state.requests.push(Recorded {
+            path,
+            headers,
+            body,
+            at: Instant::now(),
+        });
+        drop(state);
+        shared.1.notify_all();
+        let error = json!({"error": {"message": message, "type": "invalid_request_error",
+            "param": "messages", "code": null}});
+        return status(400, &error.to_string(), &[]);
+    }
     let reply = {
         let mut state = shared.0.lock().unwrap();
         let system = system_of(&body);

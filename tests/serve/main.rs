@@ -18,6 +18,7 @@ mod mcp_ops;
 mod plans;
 mod project;
 mod queue;
+mod recovery;
 mod schema;
 mod sessions;
 mod shell;

@@ -130,6 +130,9 @@ impl Session {
         self.resumed = true;
         self.base_tokens = None;
         self.queue.clear();
+        let (recovered, again) = self.recover_calls();
+        warnings.extend(recovered);
+        self.keep_load_notices(&warnings);
         self.emit_startup().await;
         self.params.mcp.start();
         let problems = self.params.project.problems();
@@ -137,6 +140,7 @@ impl Session {
         let items = self.transcript_items();
         self.emitter.emit_transcript(&items).await;
         self.announce_trace(shown).await;
+        self.resume_turn(again);
     }
 
     pub(super) async fn tree_view(&mut self) {

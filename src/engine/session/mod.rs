@@ -22,6 +22,7 @@ mod models;
 mod plans;
 mod project;
 mod queue;
+mod recover;
 mod snapshot;
 mod turns;
 
@@ -128,6 +129,9 @@ struct RunningTurn {
     cancel: CancellationToken,
     handle: JoinHandle<TurnOutcome>,
     steer: SteerInbox,
+    /// It continues a turn a stopped process left halfway: nobody sent it, so it is
+    /// not one of the turns `turn_ends` reports.
+    resumed: bool,
 }
 
 /// Work finished in the background that the session task must act on.
@@ -174,6 +178,10 @@ struct Session {
     system_prompt: Arc<str>,
     /// The session continues a saved one (for hooks).
     resumed: bool,
+    /// What loading the saved conversation found and did (skipped lines, calls
+    /// answered for a stopped process): in the startup batch, and in the snapshot of
+    /// every client that attaches later.
+    load_notices: Vec<String>,
     /// The session's subagents' tasks.
     agents: Arc<Hub>,
     /// The client serving file access and commands, if any.
@@ -265,13 +273,18 @@ impl Session {
             elicit: elicit::Elicitations::new(mcp_servers.elicitations()),
             system_prompt,
             resumed,
+            load_notices: Vec::new(),
         };
         session.in_daemon = session.params.clients.is_some();
+        let (recovered, again) = session.recover_calls();
+        notices.extend(recovered);
+        session.keep_load_notices(&notices);
         session.emit_startup().await;
         // Only now: the startup batch shows every enabled server `connecting`, and no
         // server, however slow, can delay it.
         mcp_servers.start();
         session.emit_startup_notices(errors, notices).await;
+        session.resume_turn(again);
         session
     }
 

@@ -91,6 +91,7 @@ impl Session {
                     .collect();
                 let mut events = Parts(events);
                 events.extend(self.trust_prompt());
+                events.extend(self.load_notices.iter().map(Event::info));
                 events
                     .0
                     .push(SnapshotPart::Transcript(transcript_with_streaming(shared)));

@@ -83,6 +83,7 @@ impl Session {
             cancel,
             handle,
             steer,
+            resumed: false,
         };
         (ctx, running)
     }
@@ -152,7 +153,9 @@ impl Session {
                 self.emitter.status(SessionStatus::Ready).await;
             }
         }
-        if let Some(observer) = &self.params.turn_ends {
+        if let Some(observer) = &self.params.turn_ends
+            && !turn.resumed
+        {
             let _ = observer.send(end);
         }
         self.start_next().await;

@@ -17,7 +17,7 @@ use super::TurnContext;
 use super::approvals::{Gate, gate};
 use super::deferred::{self, ActionState, DeferredAction};
 use super::plan::{PROPOSE_PLAN, new_plan_id};
-use crate::engine::conversation::store::{EntryBody, FileBefore, Prepared};
+use crate::engine::conversation::store::{ApprovalMark, EntryBody, FileBefore, Prepared};
 use crate::engine::ports::model::{Message, ToolCall};
 use crate::engine::ports::tools::Effect;
 use crate::engine::ports::tools::{Assessment, Tool, ToolContext, ToolOutput};
@@ -284,18 +284,45 @@ impl TurnContext {
                     subagent_id: self.track.subagent_id(),
                     answer,
                 });
+                self.track
+                    .store(shared)
+                    .append(approval_mark(call, ApprovalMark::Asked));
                 (Some(request), None)
             })
             .await;
         // A dropped answer means the request was cleared (interrupt): deny.
         let decision = match asked {
             Some(decision) => decision,
-            None => answered.await.unwrap_or(Answer::Deny),
+            None => {
+                let decision = answered.await.unwrap_or(Answer::Deny);
+                self.record_answer(call, &decision).await;
+                decision
+            }
         };
         match decision {
             Answer::Allow { hunks } => Verdict::Run { hunks },
             Answer::Deny => Verdict::Denied,
             Answer::Defer => self.defer(call, args, &assessment).await,
+        }
+    }
+
+    /// Records the user's answer to `call` after its `Asked` mark. An allowed call runs
+    /// only once its mark is written: a process killed while it runs must not leave a
+    /// file that says it still waits for approval (it would be asked again, and run
+    /// twice).
+    async fn record_answer(&self, call: &ToolCall, decision: &Answer) {
+        let mark = match decision {
+            Answer::Allow { .. } => ApprovalMark::Allowed,
+            Answer::Deny => ApprovalMark::Denied,
+            Answer::Defer => ApprovalMark::Deferred,
+        };
+        let written = self.emitter.change(|shared| {
+            let store = self.track.store(shared);
+            store.append(approval_mark(call, mark));
+            store.journal().written()
+        });
+        if mark == ApprovalMark::Allowed {
+            written.await;
         }
     }
 
@@ -443,8 +470,19 @@ fn tool_images(images: Vec<(ToolCall, Vec<crate::engine::ports::model::ImageData
     }))
 }
 
+/// The mark of where `call` is in being approved.
+fn approval_mark(call: &ToolCall, mark: ApprovalMark) -> Prepared {
+    Prepared::counted(
+        EntryBody::Approval {
+            call_id: call.id.clone(),
+            mark,
+        },
+        0,
+    )
+}
+
 /// The store entry of one call's result.
-fn tool_result(call: &ToolCall, output: String, is_error: bool) -> Prepared {
+pub(in crate::engine) fn tool_result(call: &ToolCall, output: String, is_error: bool) -> Prepared {
     Prepared::new(EntryBody::ToolResult(Message::Tool {
         call_id: call.id.clone(),
         name: call.name.clone(),

@@ -39,6 +39,7 @@ use super::ports::tools::ToolRegistry;
 use super::shared::Emitter;
 use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput, notices};
 use calls::CallsOutcome;
+pub(in crate::engine) use calls::tool_result;
 use plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
 
 /// Retry delays never exceed this, whatever `retry-after` says: a front-end would show
@@ -124,6 +125,32 @@ pub async fn run(ctx: TurnContext, first: UserInput) -> TurnOutcome {
     TurnOutcome { end, usage }
 }
 
+/// The turn a stopped process left halfway, continued: `calls` (the reply's calls from
+/// the one that was waiting for approval on) go through assessment and approval again,
+/// then the model reads their results as if the process had never stopped.
+pub async fn resume(ctx: TurnContext, calls: Vec<ToolCall>) -> TurnOutcome {
+    let mut usage = TurnUsage::default();
+    let turn = ctx.emitter.change(|shared| {
+        shared
+            .store
+            .branch()
+            .iter()
+            .rev()
+            .find(|entry| entry.starts_turn())
+            .map(|entry| entry.id.clone())
+    });
+    if let Some(turn) = turn {
+        let _ = ctx.turn.set(turn);
+    }
+    ctx.status(SessionStatus::Streaming).await;
+    let end = match ctx.run_calls(&calls, &HashMap::new()).await {
+        CallsOutcome::Continue => ctx.follow_up(&mut usage).await,
+        CallsOutcome::PlanProposed => TurnEnd::Completed,
+        CallsOutcome::Interrupted => TurnEnd::Interrupted,
+    };
+    TurnOutcome { end, usage }
+}
+
 /// `/compact`: summarise what there is, keeping the latest turns that fit.
 pub async fn compact(ctx: TurnContext) -> TurnOutcome {
     let mut usage = TurnUsage::default();
@@ -155,6 +182,11 @@ impl TurnContext {
         if let Ok(mut pending) = self.pending_write.lock() {
             *pending = Some(written);
         }
+        self.follow_up(usage).await
+    }
+
+    /// Model requests and their calls until the model answers without calling a tool.
+    async fn follow_up(&self, usage: &mut TurnUsage) -> TurnEnd {
         loop {
             if !self.read_steered().await {
                 return TurnEnd::Interrupted;

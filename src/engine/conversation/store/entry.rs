@@ -90,6 +90,23 @@ pub enum EntryBody {
     },
     /// The session's goal after it changed; `None`: cleared.
     Goal(Option<Goal>),
+    /// A call of the reply before it was put to the user, or the user's answer. Not
+    /// read by the model: it tells a resumed session whether a call without a result
+    /// was waiting for approval (asked again) or running (interrupted).
+    Approval { call_id: String, mark: ApprovalMark },
+}
+
+/// Where a call that needed approval was, as recorded in the session file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMark {
+    /// Put to the user; no answer yet.
+    Asked,
+    /// Answered: it ran (or started to).
+    Allowed,
+    /// Answered: it did not run.
+    Denied,
+    /// Nobody could answer: recorded as a deferred action.
+    Deferred,
 }
 
 /// A finished subagent: its row of `agent_runs` and its transcript.

@@ -17,10 +17,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use entry::{
-    Entry, EntryBody, EntryId, FileBefore, SUMMARY_PREFIX, SavedAgent, SessionMeta, first_line,
-    plan_item, summary_message,
+    ApprovalMark, Entry, EntryBody, EntryId, FileBefore, SUMMARY_PREFIX, SavedAgent, SessionMeta,
+    first_line, plan_item, summary_message,
 };
 
+use crate::engine::ports::model::{Message, ToolCall};
 use crate::protocol::PlanStatus;
 
 /// Where appended entries go to be persisted. Implemented by the session file writer.
@@ -248,6 +249,44 @@ impl Store {
 
     pub fn journal(&self) -> &Arc<dyn Journal> {
         &self.journal
+    }
+
+    /// The calls of the active branch's latest reply that have no result (the process
+    /// stopped while they waited or ran), in the reply's order, each with whether it
+    /// was waiting for the user's approval (its latest mark says it was asked).
+    pub fn unanswered_calls(&self) -> Vec<(ToolCall, bool)> {
+        let Some(reply) = self
+            .branch
+            .iter()
+            .rposition(|entry| matches!(entry.body, EntryBody::Assistant(_)))
+        else {
+            return Vec::new();
+        };
+        let EntryBody::Assistant(Message::Assistant { tool_calls, .. }) = &self.branch[reply].body
+        else {
+            return Vec::new();
+        };
+        let mut answered = std::collections::HashSet::new();
+        let mut marks = HashMap::new();
+        for entry in &self.branch[reply + 1..] {
+            match &entry.body {
+                EntryBody::ToolResult(Message::Tool { call_id, .. }) => {
+                    answered.insert(call_id.as_str());
+                }
+                EntryBody::Approval { call_id, mark } => {
+                    marks.insert(call_id.as_str(), *mark);
+                }
+                _ => {}
+            }
+        }
+        tool_calls
+            .iter()
+            .filter(|call| !answered.contains(call.id.as_str()))
+            .map(|call| {
+                let waiting = marks.get(call.id.as_str()) == Some(&ApprovalMark::Asked);
+                (call.clone(), waiting)
+            })
+            .collect()
     }
 
     /// What the next model request carries: the active branch from its last compaction

@@ -203,3 +203,40 @@ fn plans_show_their_latest_status() {
     assert_eq!(items.len(), 1);
     assert!(String::from_utf8_lossy(&items[0]).contains("\"status\":\"approved\""));
 }
+
+#[test]
+fn calls_without_results_are_found_with_whether_they_waited_for_approval() {
+    let mut store = Store::new(meta(), Arc::new(NoJournal));
+    store.append(user("go"));
+    store.append(reply("", &["c0"]));
+    store.append(result("c0"));
+    assert!(store.unanswered_calls().is_empty());
+    store.append(reply("", &["c1", "c2", "c3"]));
+    store.append(result("c1"));
+    let mark = |mark| {
+        Prepared::counted(
+            EntryBody::Approval {
+                call_id: "c2".into(),
+                mark,
+            },
+            0,
+        )
+    };
+    store.append(mark(ApprovalMark::Asked));
+    let found: Vec<(String, bool)> = store
+        .unanswered_calls()
+        .into_iter()
+        .map(|(call, waiting)| (call.id, waiting))
+        .collect();
+    assert_eq!(found, [("c2".into(), true), ("c3".into(), false)]);
+    // Answered, it was running: no longer waiting.
+    store.append(mark(ApprovalMark::Allowed));
+    assert!(store.unanswered_calls().iter().all(|(_, waiting)| !waiting));
+    // The model never reads the marks.
+    assert!(
+        store
+            .request()
+            .iter()
+            .all(|entry| entry.message().is_some())
+    );
+}
