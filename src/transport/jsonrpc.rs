@@ -1,7 +1,9 @@
 //! JSON-RPC 2.0 messages, as `jucode acp` (one message a line) and the WebSocket server
 //! (one message a text frame) read and write them. Only what those protocols use: no
 //! batches (an array is an invalid request); ids are a string, a number or null (any other
-//! id is an invalid request, answered with id null), echoed as they came.
+//! id is an invalid request, answered with id null), echoed exactly as they came: a
+//! number `serde_json::Value` would round (`123456789012345678901234567890`) keeps its
+//! text ([`RpcId`]).
 //!
 //! Reading never fails hard: input that is not a message becomes the error response
 //! the specification names (`-32700` parse error, `-32600` invalid request) for the
@@ -9,6 +11,7 @@
 
 use bytes::Bytes;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -21,11 +24,81 @@ pub const REQUEST_CANCELLED: i64 = -32800;
 /// ACP: no such resource (an unknown session).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
+/// A message's id as the peer wrote it: a string, a number or null, serialized back
+/// byte for byte (a peer matches its answer by it, and an id read as a float would
+/// come back changed).
+#[derive(Debug, Clone)]
+pub struct RpcId(Box<RawValue>);
+
+impl RpcId {
+    pub fn null() -> Self {
+        Self::of(&Value::Null)
+    }
+
+    /// The id of a request jucode sends.
+    pub fn number(id: i64) -> Self {
+        Self::of(&Value::from(id))
+    }
+
+    /// An integer id (jucode's own requests are numbered).
+    pub fn as_i64(&self) -> Option<i64> {
+        self.0.get().parse().ok()
+    }
+
+    /// Whether `value` (an id a peer quotes, as `$/cancel_request` does) names this id.
+    pub fn is(&self, value: &Value) -> bool {
+        serde_json::from_str::<Value>(self.0.get()).is_ok_and(|mine| mine == *value)
+    }
+
+    fn of(value: &Value) -> Self {
+        // A string, an integer or null always serializes.
+        let raw = serde_json::value::to_raw_value(value)
+            .or_else(|_| RawValue::from_string("null".to_owned()));
+        match raw {
+            Ok(raw) => Self(raw),
+            Err(_) => unreachable!("`null` is valid JSON"),
+        }
+    }
+}
+
+impl PartialEq for RpcId {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl std::fmt::Display for RpcId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.get())
+    }
+}
+
+impl Serialize for RpcId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// The id of `value` (a string, a number or null), from the message's own text when it
+/// is a number a `Value` does not hold exactly.
+fn id_of(value: &Value, text: &[u8]) -> RpcId {
+    #[derive(serde::Deserialize)]
+    struct Raw<'a> {
+        #[serde(borrow)]
+        id: &'a RawValue,
+    }
+    let inexact = matches!(value, Value::Number(number) if number.is_f64());
+    if inexact && let Ok(raw) = serde_json::from_slice::<Raw<'_>>(text) {
+        return RpcId(raw.id.to_owned());
+    }
+    RpcId::of(value)
+}
+
 /// One message received.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     Request {
-        id: Value,
+        id: RpcId,
         method: String,
         params: Value,
     },
@@ -34,7 +107,7 @@ pub enum Message {
         params: Value,
     },
     Response {
-        id: Value,
+        id: RpcId,
         result: Result<Value, RpcError>,
     },
 }
@@ -83,7 +156,7 @@ pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
         Ok(value) => value,
         Err(err) => {
             let error = RpcError::new(PARSE_ERROR, format!("Parse error: {err}"));
-            return Err(error_response(&Value::Null, &error));
+            return Err(error_response(&RpcId::null(), &error));
         }
     };
     let Value::Object(mut object) = value else {
@@ -91,7 +164,7 @@ pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
             INVALID_REQUEST,
             "Invalid Request: expected a JSON-RPC 2.0 object (batches are not supported)",
         );
-        return Err(error_response(&Value::Null, &error));
+        return Err(error_response(&RpcId::null(), &error));
     };
     let id = object.remove("id");
     // JSON-RPC 2.0 allows only a string, a number or null as an id; any other id is not
@@ -104,11 +177,12 @@ pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
             INVALID_REQUEST,
             "Invalid Request: \"id\" must be a string, a number or null",
         );
-        return Err(error_response(&Value::Null, &error));
+        return Err(error_response(&RpcId::null(), &error));
     }
-    let invalid = |why: &str, id: &Option<Value>| {
+    let id = id.map(|id| id_of(&id, text));
+    let invalid = |why: &str, id: &Option<RpcId>| {
         let error = RpcError::new(INVALID_REQUEST, format!("Invalid Request: {why}"));
-        error_response(id.as_ref().unwrap_or(&Value::Null), &error)
+        error_response(id.as_ref().unwrap_or(&RpcId::null()), &error)
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid("\"jsonrpc\" must be \"2.0\"", &id));
@@ -163,11 +237,11 @@ pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
 }
 
 /// A response line: `{"jsonrpc":"2.0","id":..,"result":..}` and `\n`.
-pub fn response(id: &Value, result: &impl Serialize) -> Bytes {
+pub fn response(id: &RpcId, result: &impl Serialize) -> Bytes {
     #[derive(Serialize)]
     struct Response<'a, T: Serialize> {
         jsonrpc: &'static str,
-        id: &'a Value,
+        id: &'a RpcId,
         result: &'a T,
     }
     line(&Response {
@@ -177,11 +251,11 @@ pub fn response(id: &Value, result: &impl Serialize) -> Bytes {
     })
 }
 
-pub fn error_response(id: &Value, error: &RpcError) -> Bytes {
+pub fn error_response(id: &RpcId, error: &RpcError) -> Bytes {
     #[derive(Serialize)]
     struct Response<'a> {
         jsonrpc: &'static str,
-        id: &'a Value,
+        id: &'a RpcId,
         error: &'a RpcError,
     }
     line(&Response {
@@ -191,11 +265,11 @@ pub fn error_response(id: &Value, error: &RpcError) -> Bytes {
     })
 }
 
-pub fn request(id: &Value, method: &str, params: &impl Serialize) -> Bytes {
+pub fn request(id: &RpcId, method: &str, params: &impl Serialize) -> Bytes {
     #[derive(Serialize)]
     struct Request<'a, T: Serialize> {
         jsonrpc: &'static str,
-        id: &'a Value,
+        id: &'a RpcId,
         method: &'a str,
         params: &'a T,
     }
@@ -246,7 +320,7 @@ mod tests {
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"a":1}}"#).unwrap(),
             Message::Request {
-                id: json!(1),
+                id: RpcId::number(1),
                 method: "initialize".into(),
                 params: json!({"a":1})
             }
@@ -261,7 +335,7 @@ mod tests {
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":"x","error":{"code":-32800,"message":"c"}}"#).unwrap(),
             Message::Response {
-                id: json!("x"),
+                id: RpcId::of(&json!("x")),
                 result: Err(RpcError::new(-32800, "c"))
             }
         );
@@ -296,5 +370,35 @@ mod tests {
             }
         }
         assert!(parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).is_ok());
+    }
+
+    #[test]
+    fn ids_are_echoed_exactly_as_they_came() {
+        for id in [
+            "123456789012345678901234567890",
+            "1.50",
+            "-0.0",
+            "1E5",
+            "18446744073709551615",
+            "7",
+            "\"x\"",
+            "null",
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+            let Ok(Message::Request { id: parsed, .. }) = parse(text.as_bytes()) else {
+                panic!("{text} is a request");
+            };
+            let line = response(&parsed, &json!({}));
+            let line = std::str::from_utf8(&line).unwrap();
+            assert!(line.contains(&format!(r#""id":{id},"#)), "{id}: {line}");
+        }
+        // Refused messages echo the exact id too.
+        let text = r#"{"jsonrpc":"1.0","id":123456789012345678901234567890,"method":"x"}"#;
+        let answer = parse(text.as_bytes()).unwrap_err();
+        assert!(
+            std::str::from_utf8(&answer)
+                .unwrap()
+                .contains(r#""id":123456789012345678901234567890"#)
+        );
     }
 }

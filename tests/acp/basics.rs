@@ -42,6 +42,13 @@ fn initialize_negotiates_and_bad_input_never_exits() {
     acp.send_raw("this is not json");
     let parse = acp.until(|m| m["error"]["code"] == -32700);
     assert_eq!(parse["id"], serde_json::Value::Null);
+    // An id no float holds is echoed as it came, digit for digit.
+    acp.send_raw(r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"no/such"}"#);
+    let echoed = acp.next_raw();
+    assert!(
+        echoed.contains(r#""id":123456789012345678901234567890,"#),
+        "{echoed}"
+    );
     acp.send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#);
     acp.until(|m| m["error"]["code"] == -32600);
     assert_eq!(acp.call_err("no/such/method", json!({}))["code"], -32601);

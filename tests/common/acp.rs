@@ -102,6 +102,18 @@ impl Acp {
         self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
 
+    /// The next line exactly as the agent wrote it.
+    pub fn next_raw(&mut self) -> String {
+        let line = self
+            .lines
+            .recv_timeout(EVENT_TIMEOUT)
+            .unwrap_or_else(|err| panic!("no line within {EVENT_TIMEOUT:?} ({err})"));
+        if let Ok(message) = serde_json::from_str::<Value>(&line) {
+            self.seen.push(message);
+        }
+        line
+    }
+
     fn read(&mut self) -> Value {
         match self.lines.recv_timeout(EVENT_TIMEOUT) {
             Ok(line) => {

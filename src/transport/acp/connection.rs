@@ -14,7 +14,7 @@ use super::params::{
 };
 use super::session::{Barrier, Pending, Prompt, Session};
 use crate::protocol::{ApprovalMode, Frame, Op, SessionInfo, UserInput};
-use crate::transport::jsonrpc::{self, Message, RpcError};
+use crate::transport::jsonrpc::{self, Message, RpcError, RpcId};
 use crate::transport::link::{Backend, LinkEvent, Target};
 use crate::transport::translate;
 use crate::transport::translate::prompt as blocks;
@@ -32,20 +32,20 @@ pub(super) enum Internal {
         error: String,
     },
     Listed {
-        id: Value,
+        id: RpcId,
         cwd: Option<String>,
         result: Result<Vec<SessionInfo>, String>,
     },
     PromptReady {
         session: String,
-        id: Value,
+        id: RpcId,
         result: Result<UserInput, String>,
     },
 }
 
 /// What a session being opened was asked for.
 pub(super) struct Opening {
-    pub id: Value,
+    pub id: RpcId,
     pub kind: OpenKind,
     /// The editor's MCP servers, sent once the session is open.
     pub mcp: Vec<Op>,
@@ -138,7 +138,7 @@ impl Connection {
         let _ = self.out.send(line).await;
     }
 
-    pub async fn reply(&self, id: &Value, result: Result<Value, RpcError>) {
+    pub async fn reply(&self, id: &RpcId, result: Result<Value, RpcError>) {
         let line = match result {
             Ok(result) => jsonrpc::response(id, &result),
             Err(error) => jsonrpc::error_response(id, &error),
@@ -155,7 +155,7 @@ impl Connection {
         let id = self.next_request;
         self.next_request += 1;
         self.outgoing.insert(id, outgoing);
-        self.send(jsonrpc::request(&json!(id), method, &params))
+        self.send(jsonrpc::request(&RpcId::number(id), method, &params))
             .await;
         id
     }
@@ -171,7 +171,7 @@ impl Connection {
                         limit / (1024 * 1024)
                     ),
                 );
-                self.send(jsonrpc::error_response(&Value::Null, &error))
+                self.send(jsonrpc::error_response(&RpcId::null(), &error))
                     .await;
                 return;
             }
@@ -197,7 +197,7 @@ impl Connection {
     /// `Ok` and are answered then. `Err` is answered at once.
     async fn on_request(
         &mut self,
-        id: &Value,
+        id: &RpcId,
         method: &str,
         params: Value,
     ) -> Result<(), RpcError> {
@@ -318,7 +318,7 @@ impl Connection {
         Ok(())
     }
 
-    fn open(&mut self, id: &Value, kind: OpenKind, target: Target, mcp: Vec<Op>) {
+    fn open(&mut self, id: &RpcId, kind: OpenKind, target: Target, mcp: Vec<Op>) {
         let tag = self.next_tag;
         self.next_tag += 1;
         self.opening.insert(
@@ -346,7 +346,7 @@ impl Connection {
             .ok_or_else(|| RpcError::unknown_session(id))
     }
 
-    async fn prompt(&mut self, id: &Value, params: Value) -> Result<(), RpcError> {
+    async fn prompt(&mut self, id: &RpcId, params: Value) -> Result<(), RpcError> {
         let params: PromptParams = jsonrpc::params(params)?;
         let attachments = self.attachments.clone();
         let done = self.internal_tx.clone();
@@ -415,7 +415,7 @@ impl Connection {
                         session
                             .prompt
                             .as_ref()
-                            .is_some_and(|prompt| prompt.id == params.request_id)
+                            .is_some_and(|prompt| prompt.id.is(&params.request_id))
                     });
                     if let Some(session) = found
                         && let Some(id) = session.cancel().await
@@ -430,7 +430,7 @@ impl Connection {
         }
     }
 
-    async fn on_response(&mut self, id: &Value, result: Result<Value, RpcError>) {
+    async fn on_response(&mut self, id: &RpcId, result: Result<Value, RpcError>) {
         let Some(outgoing) = id.as_i64().and_then(|id| self.outgoing.remove(&id)) else {
             tracing::debug!(%id, "a response to no request of ours");
             return;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::connection::{Connection, OpenKind, Outgoing};
 use crate::protocol::Op;
-use crate::transport::jsonrpc::{self, RpcError};
+use crate::transport::jsonrpc::{self, RpcError, RpcId};
 use crate::transport::link::{Incoming, Link, LinkEvent};
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate, StopReason};
 use crate::transport::translate::{self, Dialect, Output, Translator};
@@ -23,7 +23,7 @@ const MODEL_VIEW: &str = "/model";
 
 /// The open/load/resume request a session answers once its first events are in.
 pub(super) struct Pending {
-    pub id: Value,
+    pub id: RpcId,
     pub kind: OpenKind,
 }
 
@@ -31,14 +31,14 @@ pub(super) struct Pending {
 pub(super) enum Barrier {
     /// The session's startup batch or snapshot is all in: answer the open.
     Ready,
-    SetMode(Value),
-    SetConfig(Value),
+    SetMode(RpcId),
+    SetConfig(RpcId),
     /// A slash-command prompt has been handled.
     Command,
 }
 
 pub(super) struct Prompt {
-    pub id: Value,
+    pub id: RpcId,
     /// The message sent (once its attachments are decoded), to recognise its echo.
     pub content: Option<String>,
     /// Its turn runs (the echo came).
@@ -49,7 +49,7 @@ pub(super) struct Prompt {
 }
 
 impl Prompt {
-    pub fn message(id: Value) -> Self {
+    pub fn message(id: RpcId) -> Self {
         Self {
             id,
             content: None,
@@ -63,7 +63,7 @@ impl Prompt {
         self.cancelled
     }
 
-    pub fn command(id: Value) -> Self {
+    pub fn command(id: RpcId) -> Self {
         Self {
             command: true,
             ..Self::message(id)
@@ -79,7 +79,7 @@ pub(super) struct Session {
     pub prompt: Option<Prompt>,
     /// Open permission requests: call id → request id.
     pub permissions: HashMap<String, i64>,
-    pub closing: Option<Value>,
+    pub closing: Option<RpcId>,
     /// Held back until the open is answered.
     held_commands: Option<SessionUpdate>,
     held_asks: Vec<(String, PermissionAsk)>,
@@ -105,7 +105,7 @@ impl Session {
     /// Starts over from a fresh snapshot for request `id` (`session/load` or
     /// `session/resume` of a session already open). Returns the permission requests
     /// to withdraw: the snapshot asks again for what is still open.
-    pub fn restart(&mut self, id: Value, kind: OpenKind) -> Vec<i64> {
+    pub fn restart(&mut self, id: RpcId, kind: OpenKind) -> Vec<i64> {
         self.tr = Translator::new(Dialect::Acp);
         self.tr.replay_next_transcript = kind == OpenKind::Load;
         self.pending = Some(Pending { id, kind });
@@ -162,7 +162,7 @@ impl Session {
     /// The client cancels the prompt. `Some(id)`: answer that prompt `cancelled` now
     /// (it had not started); otherwise its turn is interrupted and answered when it
     /// ends.
-    pub async fn cancel(&mut self) -> Option<Value> {
+    pub async fn cancel(&mut self) -> Option<RpcId> {
         let prompt = self.prompt.as_mut()?;
         prompt.cancelled = true;
         if prompt.started || self.tr.running() && prompt.command {

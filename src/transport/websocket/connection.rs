@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::outbox::{Outbox, read_failure};
 use crate::protocol::{ApprovalMode, Op, UserInput};
-use crate::transport::jsonrpc::{self, Message as Rpc, RpcError};
+use crate::transport::jsonrpc::{self, Message as Rpc, RpcError, RpcId};
 use crate::transport::link::{Backend, Incoming, Link, LinkEvent, Target};
 use crate::transport::translate::prompt::PromptBlock;
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
@@ -32,12 +32,12 @@ enum Internal {
         error: String,
     },
     Listed {
-        id: Value,
+        id: RpcId,
         result: Result<Vec<crate::protocol::SessionInfo>, String>,
     },
     PromptReady {
         session: String,
-        id: Value,
+        id: RpcId,
         result: Result<UserInput, String>,
     },
 }
@@ -50,16 +50,16 @@ enum Kind {
 
 enum Barrier {
     Ready,
-    SetMode(Value),
+    SetMode(RpcId),
 }
 
 struct Session {
     link: Link,
     tr: Translator,
-    pending: Option<(Value, Kind)>,
+    pending: Option<(RpcId, Kind)>,
     barriers: VecDeque<Barrier>,
     permissions: HashMap<String, i64>,
-    closing: Option<Value>,
+    closing: Option<RpcId>,
     held: Vec<SessionUpdate>,
     held_asks: Vec<(String, PermissionAsk)>,
     cancelling: bool,
@@ -69,7 +69,7 @@ struct Dashboard {
     backend: Backend,
     out: Outbox,
     sessions: HashMap<String, Session>,
-    opening: HashMap<u64, (Value, Kind)>,
+    opening: HashMap<u64, (RpcId, Kind)>,
     next_tag: u64,
     outgoing: HashMap<i64, Option<(String, String)>>,
     next_request: i64,
@@ -141,7 +141,7 @@ pub async fn run(
                 Some(Ok(Message::Text(text))) => dash.on_text(text.as_bytes()).await,
                 Some(Ok(Message::Binary(_))) => {
                     let error = RpcError::new(jsonrpc::INVALID_REQUEST, "Invalid Request: messages are text frames");
-                    dash.out.push(jsonrpc::error_response(&Value::Null, &error));
+                    dash.out.push(jsonrpc::error_response(&RpcId::null(), &error));
                 }
                 Some(Ok(Message::Close(_))) | None => break,
                 Some(Ok(_)) => {}
@@ -168,7 +168,7 @@ pub async fn run(
 }
 
 impl Dashboard {
-    fn reply(&self, id: &Value, result: Result<Value, RpcError>) {
+    fn reply(&self, id: &RpcId, result: Result<Value, RpcError>) {
         self.out.push(match result {
             Ok(result) => jsonrpc::response(id, &result),
             Err(error) => jsonrpc::error_response(id, &error),
@@ -209,7 +209,7 @@ impl Dashboard {
 
     async fn on_request(
         &mut self,
-        id: &Value,
+        id: &RpcId,
         method: &str,
         params: Value,
     ) -> Result<(), RpcError> {
@@ -337,7 +337,7 @@ impl Dashboard {
         }
     }
 
-    fn open(&mut self, id: &Value, kind: Kind, target: Target) {
+    fn open(&mut self, id: &RpcId, kind: Kind, target: Target) {
         let tag = self.next_tag;
         self.next_tag += 1;
         self.opening.insert(tag, (id.clone(), kind));
@@ -360,7 +360,7 @@ impl Dashboard {
         }
     }
 
-    async fn on_response(&mut self, id: &Value, result: Result<Value, RpcError>) {
+    async fn on_response(&mut self, id: &RpcId, result: Result<Value, RpcError>) {
         let Some(Some((name, call_id))) = id.as_i64().and_then(|id| self.outgoing.remove(&id))
         else {
             return;
@@ -509,7 +509,7 @@ impl Dashboard {
             .insert(request, Some((name.to_owned(), call_id.clone())));
         session.permissions.insert(call_id, request);
         self.out.push(jsonrpc::request(
-            &json!(request),
+            &RpcId::number(request),
             "session/request_permission",
             &params,
         ));
