@@ -60,6 +60,7 @@ pub fn build_session(
     profile: &Profile,
     mut options: SessionOptions,
 ) -> Result<SessionParams, String> {
+    let mut unsaved = None;
     let (session_id, opened) = match options.resume.take() {
         Some(id) => {
             let opened = crate::sessions::open_saved(&profile.dir, &id, options.by)?;
@@ -91,6 +92,7 @@ pub fn build_session(
                 options.cwd.clone()
             };
             let opened = crate::sessions::new_session(&profile.dir, &cwd, &id, options.by);
+            unsaved = crate::sessions::cannot_save(&profile.dir, &cwd);
             (id, opened)
         }
     };
@@ -105,6 +107,11 @@ pub fn build_session(
     }
     let config_broken = !problems.is_empty();
     let mut startup_errors = problems;
+    if let Some(why) = unsaved {
+        startup_errors.push(format!(
+            "this session cannot be saved: {why}; it goes on in memory, and its first turn tries again"
+        ));
+    }
 
     let agents_max_depth = config
         .agents

@@ -46,6 +46,51 @@ pub fn new_session(profile_dir: &Path, cwd: &Path, id: &str, by: &str) -> Opened
     }
 }
 
+/// Why a new session in `cwd` could not be saved, if it could not: its directory (or
+/// the nearest one that exists on the way to it) is not a directory jucode may write.
+/// Checked without creating anything (a session that says nothing leaves nothing), so
+/// the startup batch can say it before the first turn finds out.
+pub fn cannot_save(profile_dir: &Path, cwd: &Path) -> Option<String> {
+    let dir = files::project_dir(profile_dir, cwd);
+    let mut at = dir.as_path();
+    loop {
+        match std::fs::metadata(at) {
+            Ok(meta) if !meta.is_dir() => {
+                return Some(format!(
+                    "{} is not a directory, so {} cannot be created",
+                    at.display(),
+                    dir.display()
+                ));
+            }
+            Ok(_) => return writable(at).err(),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match at.parent() {
+                    Some(parent) if parent != at => at = parent,
+                    _ => return None,
+                }
+            }
+            Err(err) => return Some(format!("cannot reach {}: {err}", at.display())),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn writable(dir: &Path) -> Result<(), String> {
+    use nix::unistd::{AccessFlags, access};
+    access(dir, AccessFlags::W_OK | AccessFlags::X_OK)
+        .map_err(|err| format!("cannot write in {}: {}", dir.display(), err.desc()))
+}
+
+#[cfg(not(unix))]
+fn writable(_: &Path) -> Result<(), String> {
+    Ok(())
+}
+
 /// Session `id` from its file, locked for this process (`by`: `daemon` or `serve`, for
 /// whoever finds it taken). Blocking: it reads the file. Must be called within a tokio
 /// runtime (the writer is a task).

@@ -86,12 +86,23 @@ struct Round<'a> {
 
 impl Round<'_> {
     fn start(&self, session: Option<&str>) -> Serve {
+        let resumes = session.is_some_and(|id| {
+            waiting_for_approval(&check_file(&session_file(self.home.path(), id)))
+        });
+        if resumes {
+            self.model.push(text_reply(&["resumed"]));
+        }
         let mut builder = Serve::builder(self.home).cwd(self.project);
         if let Some(id) = session {
             builder = builder.arg("--session").arg(id);
         }
         let mut serve = builder.start();
         serve.skip_startup();
+        if resumes {
+            // The call killed while it waited for approval is asked again, and the
+            // configured full-access mode runs it: the stopped turn ends first.
+            serve.until_ready();
+        }
         assert!(
             !serve.seen.iter().any(|event| event["type"] == "error"),
             "the restart shows an error: {:#?}",
@@ -190,6 +201,30 @@ impl Round<'_> {
             }
         }
     }
+}
+
+/// Whether the file's latest call was put to the user and never answered (nor given
+/// a result): a restart continues that turn.
+fn waiting_for_approval(lines: &[Value]) -> bool {
+    let Some(asked) = lines
+        .iter()
+        .rposition(|line| line["kind"] == "approval")
+        .filter(|&at| lines[at]["state"] == "asked")
+    else {
+        return false;
+    };
+    let call = &lines[asked]["call_id"];
+    let last_reply = lines.iter().rposition(|line| line["kind"] == "assistant");
+    let of_last_reply = last_reply.is_some_and(|at| {
+        at < asked
+            && lines[at]["tool_calls"]
+                .as_array()
+                .is_some_and(|calls| calls.iter().any(|c| c["id"] == *call))
+    });
+    of_last_reply
+        && !lines[asked..]
+            .iter()
+            .any(|line| line["kind"] == "tool_result" && line["call_id"] == *call)
 }
 
 /// `rounds` kills, each verified.

@@ -475,6 +475,14 @@ fn a_turn_that_cannot_be_saved_says_so_before_its_closing_status() {
     std::fs::write(home.path().join("sessions"), "not a directory").expect("write");
     model.push(text_reply(&["fine"]));
     let mut serve = Serve::ready(&home);
+    // Known from the start: the startup batch says it, before any turn.
+    let startup = serve.next();
+    assert_eq!(startup["type"], "error", "{startup}");
+    let message = startup["message"].as_str().unwrap();
+    assert!(
+        message.contains("this session cannot be saved") && message.contains("not a directory"),
+        "{message}"
+    );
     serve.user("hello");
     let turn = serve.until_ready();
     let error = turn
