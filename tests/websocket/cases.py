@@ -151,7 +151,7 @@ async def two_dashboards_and_an_approval():
         assert (await client.idle())["stopReason"] == "end_turn"
     cards = [m["params"]["update"] for m in a.seen if m.get("method") == "session/update" and m["params"]["update"].get("toolCallId") == "call_1"]
     first = next(u for u in cards if u["sessionUpdate"] == "tool_call_update")
-    assert first["status"] == "in_progress" and first["kind"] == "execute", first
+    assert first["status"] == "in_progress" and first["kind"] == "command", first
     assert first["title"] == "echo approved > approved.txt", first
     assert os.path.exists(os.path.join(WORKDIR, "approved.txt"))
     await a.ws.close()
@@ -163,6 +163,10 @@ async def cancel():
     sid = (await c.result("session/new", {"cwd": WORKDIR}))["sessionId"]
     assert await c.result("session/prompt", prompt(sid, "take your time")) == {}
     await c.update(lambda u: u["sessionUpdate"] == "agent_message_chunk")
+    assert await c.result("session/cancel", {"sessionId": sid}) == {}
+    idle = await c.idle()
+    assert idle["stopReason"] == "cancelled", idle
+    # Cancelling an idle session answers, and says it is idle, cancelled.
     assert await c.result("session/cancel", {"sessionId": sid}) == {}
     idle = await c.idle()
     assert idle["stopReason"] == "cancelled", idle

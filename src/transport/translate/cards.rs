@@ -233,6 +233,9 @@ pub(super) fn closed_card(
             ToolStatus::Completed
         }),
         content: Some(content),
+        // And its kind and places: a card keeps what it showed when it opened.
+        kind: open.map(|open| open.card.kind),
+        locations: open.map(|open| open.card.locations.clone()),
         ..ToolCallUpdate::default()
     }
 }

@@ -101,6 +101,8 @@ const CARD_OUTPUT_BYTES: usize = 64 * 1024;
 
 struct OpenCard {
     card: cards::Card,
+    /// What the card shows of its output so far (ACP), or what was streamed of it as
+    /// chunks (dashboards), up to its last [`CARD_OUTPUT_BYTES`].
     output: String,
     /// The client terminal the call runs in (delegated shell commands).
     terminal: Option<String>,
@@ -271,7 +273,10 @@ impl Translator {
             } => {
                 // Text after a tool call is a new message.
                 self.message = None;
-                let card = cards::card(name, arguments.as_ref(), &self.cwd);
+                let mut card = cards::card(name, arguments.as_ref(), &self.cwd);
+                if self.dialect == Dialect::Dashboard {
+                    card.kind = card.kind.for_dashboard();
+                }
                 let update = ToolCallUpdate {
                     tool_call_id: call_id.clone(),
                     title: Some(card.title.clone()),
@@ -303,6 +308,18 @@ impl Translator {
                 is_error,
             } => {
                 let open = self.cards.remove(call_id);
+                if self.dialect == Dialect::Dashboard {
+                    // A client that prints chunks sees every result, not only output
+                    // streamed while the call ran (and that part not twice).
+                    let streamed = open.as_ref().map_or("", |open| open.output.as_str());
+                    let rest = unstreamed(output, streamed);
+                    if !rest.is_empty() {
+                        out.push(Output::Update(SessionUpdate::ToolCallContentChunk {
+                            tool_call_id: call_id.clone(),
+                            content: ContentBlock::text(rest),
+                        }));
+                    }
+                }
                 let update = closed_card(call_id, name, open.as_ref(), output, *is_error);
                 out.push(Output::Update(SessionUpdate::ToolCallUpdate(update)));
             }
@@ -412,6 +429,12 @@ impl Translator {
         out
     }
 
+    /// What a dashboard is told when it cancels a session that runs nothing: it is
+    /// idle, as it would be after a cancelled turn.
+    pub fn idle_cancelled() -> SessionUpdate {
+        state(TurnState::Idle, Some(StopReason::Cancelled), None)
+    }
+
     /// A message of the agent's own (the answer to a slash command the user typed).
     pub fn reply_update(&mut self, text: &str) -> SessionUpdate {
         let id = self.new_id("msg");
@@ -505,9 +528,14 @@ impl Translator {
     fn turn_end(&self, end: TurnEnd) -> Vec<Output> {
         let mut out = Vec::new();
         if self.dialect == Dialect::Dashboard {
+            // The dashboards' protocol ends a failed turn as `refusal`, with the error.
+            let stop = match end.stop {
+                StopReason::Error => StopReason::Refusal,
+                stop => stop,
+            };
             out.push(Output::Update(state(
                 TurnState::Idle,
-                Some(end.stop),
+                Some(stop),
                 end.error.clone(),
             )));
         }
@@ -534,6 +562,8 @@ impl Translator {
         };
         match self.dialect {
             Dialect::Dashboard => {
+                open.output.push_str(output);
+                keep_tail(&mut open.output, CARD_OUTPUT_BYTES);
                 out.push(Output::Update(SessionUpdate::ToolCallContentChunk {
                     tool_call_id: call_id.to_owned(),
                     content: ContentBlock::text(output),
@@ -579,6 +609,22 @@ fn state(
 /// session's life, so message ids stay distinct by their counter).
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
+}
+
+/// What of a call's result the streamed output has not shown: the result without the
+/// streamed text at its end (a command's result is its exit line, then its output) or
+/// at its start; the whole result when it is other text.
+fn unstreamed<'a>(result: &'a str, streamed: &str) -> &'a str {
+    if streamed.is_empty() {
+        return result;
+    }
+    if let Some(rest) = result.strip_suffix(streamed) {
+        return rest;
+    }
+    if let Some(rest) = result.strip_prefix(streamed) {
+        return rest;
+    }
+    result
 }
 
 /// Cuts `text` to at most its last `max` bytes, on a character boundary.

@@ -143,6 +143,7 @@ fn a_dashboard_turn_reports_states_chunks_and_real_tokens() {
             "agent_message_chunk",
             "tool_call_update",
             "tool_call_content_chunk",
+            "tool_call_content_chunk",
             "tool_call_update",
             "agent_message_chunk",
             "usage_update",
@@ -151,14 +152,20 @@ fn a_dashboard_turn_reports_states_chunks_and_real_tokens() {
     );
     assert_eq!(updates[1]["state"], "running");
     assert_eq!(updates[5]["status"], "in_progress");
-    assert_eq!(updates[7]["status"], "completed");
-    assert_eq!(updates[5]["toolCallId"], updates[7]["toolCallId"]);
-    assert_eq!(updates[9]["inputTokens"], 10);
-    assert_eq!(updates[9]["cachedInputTokens"], 2);
-    assert_eq!(updates[9]["outputTokens"], 3);
-    assert_eq!(updates[9]["reasoningTokens"], 1);
+    // The dashboards' four kinds, kept by the closing update.
+    assert_eq!(updates[5]["kind"], "command");
+    assert_eq!(updates[8]["kind"], "command");
+    // The streamed output, then what of the result it did not show (not all twice).
+    assert_eq!(updates[6]["content"]["text"], "x\n");
+    assert_eq!(updates[7]["content"]["text"], "exit code: 0\n");
+    assert_eq!(updates[8]["status"], "completed");
+    assert_eq!(updates[5]["toolCallId"], updates[8]["toolCallId"]);
+    assert_eq!(updates[10]["inputTokens"], 10);
+    assert_eq!(updates[10]["cachedInputTokens"], 2);
+    assert_eq!(updates[10]["outputTokens"], 3);
+    assert_eq!(updates[10]["reasoningTokens"], 1);
     assert_eq!(
-        updates[10],
+        updates[11],
         json!({"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"})
     );
 }
@@ -225,7 +232,7 @@ fn approvals_ask_and_close_and_an_ended_session_closes_everything() {
     };
     let ask = serde_json::to_value(ask).unwrap();
     assert_eq!(ask["toolCall"]["title"], "edit a.rs (+1 -1)");
-    assert_eq!(ask["toolCall"]["kind"], "edit");
+    assert_eq!(ask["toolCall"]["kind"], "write");
     assert_eq!(
         ask["toolCall"]["content"][0],
         json!({"type":"diff","path":"/p/a.rs","oldText":"x","newText":"y"})
@@ -307,4 +314,78 @@ fn elicitation_requests_are_declined_in_both_dialects() {
             })]
         );
     }
+}
+
+#[test]
+fn a_dashboard_reads_every_result_as_chunks_and_a_failed_turn_as_refusal() {
+    let mut events = vec![
+        startup(),
+        status(SessionStatus::Streaming),
+        Event::ToolStart {
+            call_id: "r1".into(),
+            name: "read_file".into(),
+            arguments: Some(json!({"path": "a.rs"})),
+        },
+        Event::ToolOutput {
+            call_id: "r1".into(),
+            name: "read_file".into(),
+            output: "fn main() {}".into(),
+            is_error: false,
+        },
+        Event::ToolStart {
+            call_id: "w1".into(),
+            name: "write_file".into(),
+            arguments: Some(json!({"path": "b.rs", "content": ""})),
+        },
+        Event::ToolOutput {
+            call_id: "w1".into(),
+            name: "write_file".into(),
+            output: "wrote b.rs".into(),
+            is_error: false,
+        },
+    ];
+    events.extend([
+        Event::error("model request failed: HTTP 400"),
+        status(SessionStatus::Ready),
+    ]);
+    let dashboard = updates(&run(Dialect::Dashboard, &events));
+    let chunk = |id: &str| {
+        dashboard
+            .iter()
+            .find(|u| u["sessionUpdate"] == "tool_call_content_chunk" && u["toolCallId"] == id)
+            .map(|u| u["content"]["text"].clone())
+    };
+    assert_eq!(chunk("r1"), Some(json!("fn main() {}")));
+    assert_eq!(chunk("w1"), Some(json!("wrote b.rs")));
+    let kinds: Vec<&Value> = dashboard
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .map(|u| &u["kind"])
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            &json!("read"),
+            &json!("read"),
+            &json!("write"),
+            &json!("write")
+        ]
+    );
+    assert_eq!(
+        dashboard.last().unwrap(),
+        &json!({"sessionUpdate": "state_update", "state": "idle", "stopReason": "refusal",
+            "message": "model request failed: HTTP 400"})
+    );
+    // ACP keeps its own kinds, and no chunks.
+    let acp = updates(&run(Dialect::Acp, &events));
+    assert!(
+        acp.iter()
+            .all(|u| u["sessionUpdate"] != "tool_call_content_chunk")
+    );
+    assert_eq!(acp[0]["kind"], "read");
+    assert!(
+        acp.iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call")
+            .any(|u| u["kind"] == "edit")
+    );
 }

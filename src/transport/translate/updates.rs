@@ -145,6 +145,23 @@ pub enum ToolKind {
     Think,
     Fetch,
     Other,
+    /// The dashboards' protocol names four kinds (`read`, `write`, `command`, `other`):
+    /// these two are its own, never sent to an ACP client.
+    Write,
+    Command,
+}
+
+impl ToolKind {
+    /// The kind as the dashboards' protocol names it: what the call does to the
+    /// workspace, in its four words.
+    pub fn for_dashboard(self) -> ToolKind {
+        match self {
+            ToolKind::Read | ToolKind::Search | ToolKind::Fetch => ToolKind::Read,
+            ToolKind::Edit | ToolKind::Delete | ToolKind::Move | ToolKind::Write => ToolKind::Write,
+            ToolKind::Execute | ToolKind::Command => ToolKind::Command,
+            ToolKind::Think | ToolKind::Other => ToolKind::Other,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

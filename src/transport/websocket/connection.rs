@@ -354,9 +354,16 @@ impl Dashboard {
     }
 
     async fn cancel(&mut self, name: &str) {
-        if let Some(session) = self.sessions.get_mut(name) {
-            session.cancelling = true;
-            session.link.send(Op::Interrupt { index: None }).await;
+        let Some(session) = self.sessions.get_mut(name) else {
+            return;
+        };
+        let idle = !session.tr.running();
+        session.cancelling = !idle;
+        // Also when idle: subagents left running in the background stop.
+        session.link.send(Op::Interrupt { index: None }).await;
+        if idle {
+            // No turn end will say it: the session is idle, as after a cancelled turn.
+            self.update(name, &Translator::idle_cancelled());
         }
     }
 
