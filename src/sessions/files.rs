@@ -77,19 +77,27 @@ pub struct SessionLock {
     _file: fs::File,
 }
 
-/// Takes the lock of session `id` in `dir`; the error says who holds it and how to
-/// reach the session instead.
+/// Takes the lock of session `id` in `dir` (`<profile>/sessions/<project>`, created
+/// when missing); the error says who holds it and how to reach the session instead.
+///
+/// Nothing of the session's place may be a symbolic link: not the sessions folder, the
+/// project's folder, the lock or the session file. jucode would lock, cut or append to
+/// whatever a link points to (or create the session's files there), so a link is
+/// refused, naming it, before anything opens, reads or writes through it. Every writer
+/// takes this lock first (a new file, a saved one continued, one written anew, a
+/// removal), so this is where that is checked.
 pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
-    crate::config::private::create_dir_all(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let profile = dir.parent().and_then(Path::parent).unwrap_or(Path::new(""));
+    crate::config::private::create_dir_below(profile, dir)?;
+    crate::config::private::refuse_link(&dir.join(format!("{id}.jsonl")))?;
     let path = dir.join(format!("{id}.lock"));
-    let mut file = crate::config::private::file_options()
+    let mut file = crate::config::private::own_file_options()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .open(&path)
-        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+        .map_err(|err| crate::config::private::open_error("cannot open", &path, &err))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
@@ -140,7 +148,9 @@ pub struct SavedSession {
     pub path: PathBuf,
 }
 
-/// The file of session `id`, in whichever project directory it is.
+/// The file of session `id`, in whichever project directory it is: a path where
+/// something of that name is, even a symbolic link (never followed: opening it refuses
+/// it, with the reason, which "unknown session" would hide).
 pub fn find(profile_dir: &Path, id: &str) -> Option<PathBuf> {
     if !valid_id(id) {
         return None;
@@ -148,7 +158,7 @@ pub fn find(profile_dir: &Path, id: &str) -> Option<PathBuf> {
     let dirs = fs::read_dir(sessions_dir(profile_dir)).ok()?;
     dirs.flatten()
         .map(|dir| dir.path().join(format!("{id}.jsonl")))
-        .find(|path| path.is_file())
+        .find(|path| fs::symlink_metadata(path).is_ok())
 }
 
 /// Every saved session of the profile, newest first, those of `cwd` (when given) first.
@@ -267,16 +277,27 @@ pub fn read(path: &Path) -> Result<Loaded, String> {
 }
 
 /// Opens a session file to append to it, cutting off a torn last line first (it was
-/// ignored when read; new lines must not be glued to it).
+/// ignored when read; new lines must not be glued to it). A symbolic link is refused
+/// (see [`lock`]): its target would be cut and appended to.
 pub fn open_for_append(path: &Path) -> std::io::Result<fs::File> {
-    let mut file = fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let mut file = crate::config::private::own_file_options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|err| {
+            let message = crate::config::private::open_error("cannot open", path, &err);
+            std::io::Error::new(err.kind(), message)
+        })?;
     let len = file.metadata()?.len();
     if len > 0 {
         let mut last = [0u8; 1];
         file.seek(SeekFrom::Start(len - 1))?;
         file.read_exact(&mut last)?;
         if last[0] != b'\n' {
-            let bytes = fs::read(path)?;
+            // Read through the handle, not the path: it is the file being cut.
+            let mut bytes = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut bytes)?;
             let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
             file.set_len(keep as u64)?;
         }
@@ -330,5 +351,45 @@ mod tests {
         assert!(err.contains("jucode serve --session s1"), "{err}");
         drop(held);
         lock(dir.path(), "s1", "serve").unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_lock_refuses_links_in_the_sessions_place() {
+        use std::os::unix::fs::symlink;
+        let profile = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let dir = project_dir(profile.path(), Path::new("/p"));
+        fs::create_dir_all(&dir).unwrap();
+        // The lock file, and the session file beside it.
+        symlink(&victim, dir.join("a.lock")).unwrap();
+        symlink(&victim, dir.join("b.jsonl")).unwrap();
+        for id in ["a", "b"] {
+            let err = lock(&dir, id, "serve").unwrap_err();
+            assert!(err.contains("is a symbolic link"), "{id}: {err}");
+        }
+        let err = open_for_append(&dir.join("b.jsonl"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("b.jsonl is a symbolic link"), "{err}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        // A linked project folder, and a linked sessions folder: nothing is created in
+        // what they point to.
+        let linked = project_dir(profile.path(), Path::new("/q"));
+        symlink(elsewhere.path(), &linked).unwrap();
+        let err = lock(&linked, "c", "serve").unwrap_err();
+        assert!(err.contains("-q is a symbolic link"), "{err}");
+        let other = tempfile::tempdir().unwrap();
+        symlink(elsewhere.path(), sessions_dir(other.path())).unwrap();
+        let err = lock(&project_dir(other.path(), Path::new("/p")), "d", "serve").unwrap_err();
+        assert!(err.contains("sessions is a symbolic link"), "{err}");
+        let names: Vec<_> = fs::read_dir(elsewhere.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["victim"]);
     }
 }
