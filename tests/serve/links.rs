@@ -72,6 +72,13 @@ fn a_linked_session_file_or_lock_is_refused_and_its_target_kept() {
     );
     assert!(message.contains("will not follow"), "{message}");
     assert_eq!(std::fs::read(&victim).expect("read"), planted, "untouched");
+    // Listed as broken, with why.
+    let listing = home.jucode(&["sessions"]);
+    let text = String::from_utf8_lossy(&listing.stdout);
+    assert!(
+        text.contains(&id) && text.contains("is a symbolic link"),
+        "{text}"
+    );
 
     // The file back in place, its lock a link: refused the same way.
     std::fs::remove_file(&path).expect("unlink");
@@ -145,6 +152,11 @@ fn a_linked_project_folder_gets_no_session_files() {
         created.is_empty(),
         "files made through the link: {created:?}"
     );
+    // Listing does not read through it either: it names it.
+    let listing = home.jucode(&["sessions"]);
+    assert_eq!(listing.status.code(), Some(2), "{listing:?}");
+    let said = String::from_utf8_lossy(&listing.stderr);
+    assert!(said.contains("is a symbolic link"), "{said}");
 }
 
 #[test]
