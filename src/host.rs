@@ -234,15 +234,19 @@ struct ProfileLibrary {
 }
 
 impl crate::engine::ports::library::Library for ProfileLibrary {
-    fn list(&self, cwd: &std::path::Path) -> Vec<crate::engine::ports::library::Saved> {
-        crate::sessions::list(&self.profile.dir, Some(cwd))
+    fn list(
+        &self,
+        cwd: &std::path::Path,
+    ) -> Result<Vec<crate::engine::ports::library::Saved>, String> {
+        Ok(crate::sessions::list(&self.profile.dir, Some(cwd))?
             .into_iter()
             .map(|saved| crate::engine::ports::library::Saved {
                 id: saved.id,
                 label: saved.label,
                 updated: saved.updated,
+                broken: saved.broken,
             })
-            .collect()
+            .collect())
     }
 
     fn open(&self, id: &str) -> Result<SessionParams, String> {
@@ -313,21 +317,24 @@ impl jucode_daemon::Host for EngineHost {
         })
     }
 
-    async fn saved_sessions(&self) -> Vec<jucode_daemon::SavedSession> {
+    async fn saved_sessions(&self) -> Result<Vec<jucode_daemon::SavedSession>, String> {
         let profile = self.profile.dir.clone();
-        tokio::task::spawn_blocking(move || crate::sessions::list(&profile, None))
+        let saved = tokio::task::spawn_blocking(move || crate::sessions::list(&profile, None))
             .await
-            .unwrap_or_default()
+            .unwrap_or_else(|err| Err(format!("internal error while listing: {err}")))?;
+        Ok(saved
             .into_iter()
             .map(|saved| jucode_daemon::SavedSession {
                 id: saved.id,
-                cwd: Some(saved.cwd),
+                cwd: saved.cwd,
                 chat: saved.chat,
-                label: Some(saved.label),
+                // A broken file has no first message to show; `broken` says why.
+                label: saved.broken.is_none().then_some(saved.label),
                 created_at: saved.created,
                 updated: saved.updated,
+                broken: saved.broken,
             })
-            .collect()
+            .collect())
     }
 
     fn intercept(&self, op: &str, line: &[u8]) -> jucode_daemon::Intercept {

@@ -407,7 +407,14 @@ fn sessions(args: SessionsArgs) -> u8 {
         },
         None => {
             let cwd = std::env::current_dir().ok();
-            let saved = jucode::sessions::list(&profile.dir, cwd.as_deref());
+            let saved = match jucode::sessions::list(&profile.dir, cwd.as_deref()) {
+                Ok(saved) => saved,
+                // Not "no saved sessions": the sessions may be there, out of reach.
+                Err(message) => {
+                    eprintln!("jucode: cannot list the saved sessions: {message}");
+                    return 2;
+                }
+            };
             if saved.is_empty() {
                 eprintln!(
                     "no saved sessions in {}",
@@ -421,12 +428,18 @@ fn sessions(args: SessionsArgs) -> u8 {
                     .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
                     .unwrap_or_default();
                 let kind = if session.chat { " (chat)" } else { "" };
-                out.push_str(&format!(
-                    "{}  {updated}  {}{kind}\n    {}\n",
-                    session.id,
-                    session.cwd.display(),
-                    session.label
-                ));
+                match (&session.broken, &session.cwd) {
+                    (Some(why), _) => out.push_str(&format!(
+                        "{}  {updated}  broken: it cannot be continued\n    {why}\n",
+                        session.id
+                    )),
+                    (None, cwd) => out.push_str(&format!(
+                        "{}  {updated}  {}{kind}\n    {}\n",
+                        session.id,
+                        cwd.as_deref().unwrap_or(Path::new("?")).display(),
+                        session.label
+                    )),
+                }
             }
             print!("{out}");
             0

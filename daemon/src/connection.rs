@@ -528,7 +528,11 @@ impl<H: Host> Connection<H> {
 
     /// Live sessions, oldest first, then saved ones that are not live, newest first.
     async fn sessions(&self) {
-        let saved = self.shared.host.saved_sessions().await;
+        let saved = match self.shared.host.saved_sessions().await {
+            Ok(saved) => saved,
+            // Live sessions alone would pass for the whole list: say what is wrong.
+            Err(message) => return self.error(&message, None),
+        };
         let mut sessions: Vec<_> = self
             .shared
             .sessions
@@ -546,6 +550,7 @@ impl<H: Host> Connection<H> {
                     live: true,
                     label: on_disk.and_then(|saved| saved.label.clone()),
                     updated: on_disk.map_or(s.created_at, |saved| saved.updated),
+                    broken: None,
                 }
             })
             .collect();
@@ -566,6 +571,7 @@ impl<H: Host> Connection<H> {
                 live: false,
                 label: saved.label,
                 updated: saved.updated,
+                broken: saved.broken,
             });
         }
         self.reply(DaemonEvent::Sessions { sessions }.line());

@@ -34,7 +34,8 @@ pub trait Host: Send + Sync + 'static {
 
     /// The sessions saved on disk, for the `sessions` answer (file-system work: keep it
     /// off the async workers). Sessions that are also running are listed as running.
-    fn saved_sessions(&self) -> impl Future<Output = Vec<SavedSession>> + Send;
+    /// An error (the place they are kept cannot be listed) is the answer instead.
+    fn saved_sessions(&self) -> impl Future<Output = Result<Vec<SavedSession>, String>> + Send;
 
     /// Whether a client line with this `op` is one the daemon acts on for the session
     /// rather than forwards: "this client is done with the session" (the engine's
@@ -95,6 +96,8 @@ pub struct SavedSession {
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub updated: u64,
+    /// Why its file cannot be continued, when it cannot (listed all the same).
+    pub broken: Option<String>,
 }
 
 /// What the daemon sends into a session.

@@ -9,6 +9,10 @@
 //! and locks a new file at the same path, and both believe they hold "the" lock. So a
 //! lock counts only once the path still names the very file that was locked (same
 //! device and inode); otherwise it is dropped and taken again.
+//!
+//! A lock file is opened without following a symbolic link (`O_NOFOLLOW`): the holder
+//! writes its pid into it, so a link planted at `daemon.sock.lock` would have the daemon
+//! cut and overwrite whatever it points to. Such a link is refused, naming it.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
@@ -86,10 +90,25 @@ fn open(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(true).create(true).truncate(false);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options
-        .open(path)
-        .map_err(|err| crate::paths::with_context(err, format!("cannot open {}", path.display())))
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    }
+    options.open(path).map_err(|err| {
+        // The error code of a refused link differs between systems (ELOOP, EMLINK):
+        // look at the path instead.
+        let link = std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
+        if link {
+            return io::Error::new(
+                err.kind(),
+                format!(
+                    "{} is a symbolic link, which jucode will not follow: remove it",
+                    path.display()
+                ),
+            );
+        }
+        crate::paths::with_context(err, format!("cannot open {}", path.display()))
+    })
 }
 
 fn lock_error(path: &Path, err: io::Error) -> io::Error {
@@ -100,7 +119,8 @@ fn lock_error(path: &Path, err: io::Error) -> io::Error {
 fn still_at(path: &Path, file: &File) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
     let held = file.metadata()?;
-    match std::fs::metadata(path) {
+    // The path itself, not what a link there (put in after the open) points to.
+    match std::fs::symlink_metadata(path) {
         Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(err) => Err(err),
@@ -149,5 +169,18 @@ mod tests {
         // Whoever holds it holds the file that is at the path now.
         assert!(still_at(&path, &held.file).unwrap());
         assert!(LockFile::try_acquire(&path).unwrap().is_none());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_lock_file_is_refused_and_its_target_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("precious");
+        std::fs::write(&target, "keep me").unwrap();
+        let path = tmp.path().join("daemon.sock.lock");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let err = LockFile::try_acquire(&path).unwrap_err().to_string();
+        assert!(err.contains("daemon.sock.lock is a symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
     }
 }

@@ -173,6 +173,11 @@ pub struct SessionInfo {
     pub label: Option<String>,
     /// When it last changed, milliseconds since the Unix epoch.
     pub updated: u64,
+    /// Why its file cannot be continued (it cannot be read, it is empty, it does not
+    /// start with a session header, it is a symbolic link): such a session is listed,
+    /// with this, rather than left out. Absent when it can be continued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
 }
 
 /// The `daemon_status` answer.
@@ -284,6 +289,7 @@ mod tests {
                 live: true,
                 label: Some("hi".into()),
                 updated: 8,
+                broken: None,
             }],
         };
         let parsed: DaemonEvent = serde_json::from_slice(&event.line()).unwrap();

@@ -525,6 +525,10 @@ pub struct ResumeItem {
     pub id: String,
     pub label: String,
     pub active: bool,
+    /// Why its file cannot be continued (it cannot be read, it is empty, it does not
+    /// start with a session header, it is a symbolic link); absent when it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

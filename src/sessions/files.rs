@@ -77,19 +77,27 @@ pub struct SessionLock {
     _file: fs::File,
 }
 
-/// Takes the lock of session `id` in `dir`; the error says who holds it and how to
-/// reach the session instead.
+/// Takes the lock of session `id` in `dir` (`<profile>/sessions/<project>`, created
+/// when missing); the error says who holds it and how to reach the session instead.
+///
+/// Nothing of the session's place may be a symbolic link: not the sessions folder, the
+/// project's folder, the lock or the session file. jucode would lock, cut or append to
+/// whatever a link points to (or create the session's files there), so a link is
+/// refused, naming it, before anything opens, reads or writes through it. Every writer
+/// takes this lock first (a new file, a saved one continued, one written anew, a
+/// removal), so this is where that is checked.
 pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
-    crate::config::private::create_dir_all(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let profile = dir.parent().and_then(Path::parent).unwrap_or(Path::new(""));
+    crate::config::private::create_dir_below(profile, dir)?;
+    crate::config::private::refuse_link(&dir.join(format!("{id}.jsonl")))?;
     let path = dir.join(format!("{id}.lock"));
-    let mut file = crate::config::private::file_options()
+    let mut file = crate::config::private::own_file_options()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .open(&path)
-        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+        .map_err(|err| crate::config::private::open_error("cannot open", &path, &err))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
@@ -129,8 +137,10 @@ fn held_message(id: &str, holder: Option<Holder>) -> String {
 /// A saved session, as listings show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SavedSession {
+    /// The file's name without `.jsonl`: what `attach` and `/resume` find it by.
     pub id: String,
-    pub cwd: PathBuf,
+    /// `None` when the file is broken (its header could not be read).
+    pub cwd: Option<PathBuf>,
     pub chat: bool,
     /// The first user message's first line (or a placeholder).
     pub label: String,
@@ -138,9 +148,15 @@ pub struct SavedSession {
     pub created: u64,
     pub updated: u64,
     pub path: PathBuf,
+    /// Why the file cannot be continued, when it cannot (it cannot be read, it is
+    /// empty, it does not start with a session header, it is a symbolic link). Such a
+    /// file is listed all the same: left out, it would look as if the session were gone.
+    pub broken: Option<String>,
 }
 
-/// The file of session `id`, in whichever project directory it is.
+/// The file of session `id`, in whichever project directory it is: a path where
+/// something of that name is, even a symbolic link (never followed: opening it refuses
+/// it, with the reason, which "unknown session" would hide).
 pub fn find(profile_dir: &Path, id: &str) -> Option<PathBuf> {
     if !valid_id(id) {
         return None;
@@ -148,80 +164,167 @@ pub fn find(profile_dir: &Path, id: &str) -> Option<PathBuf> {
     let dirs = fs::read_dir(sessions_dir(profile_dir)).ok()?;
     dirs.flatten()
         .map(|dir| dir.path().join(format!("{id}.jsonl")))
-        .find(|path| path.is_file())
+        .find(|path| fs::symlink_metadata(path).is_ok())
 }
 
-/// Every saved session of the profile, newest first, those of `cwd` (when given) first.
-pub fn list(profile_dir: &Path, cwd: Option<&Path>) -> Vec<SavedSession> {
+/// Every saved session of the profile, newest first, those of `cwd` (when given) first,
+/// broken files among them (see [`SavedSession::broken`]).
+///
+/// A profile without a sessions folder has none; one whose sessions folder, or a
+/// project folder in it, cannot be listed (a file, unreadable, a symbolic link) is an
+/// error naming it: an empty listing would say there is nothing to lose.
+pub fn list(profile_dir: &Path, cwd: Option<&Path>) -> Result<Vec<SavedSession>, String> {
     let mut sessions = Vec::new();
-    let Ok(dirs) = fs::read_dir(sessions_dir(profile_dir)) else {
-        return sessions;
+    let root = sessions_dir(profile_dir);
+    match fs::symlink_metadata(&root) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(sessions),
+        Err(err) => return Err(format!("cannot read {}: {err}", root.display())),
+        Ok(meta) => listable(&root, &meta)?,
+    }
+    let unreadable = |path: &Path, err: std::io::Error| {
+        format!(
+            "cannot list the saved sessions in {}: {err}",
+            path.display()
+        )
     };
-    for dir in dirs.flatten() {
-        let Ok(files) = fs::read_dir(dir.path()) else {
+    for dir in fs::read_dir(&root).map_err(|err| unreadable(&root, err))? {
+        let dir = dir.map_err(|err| unreadable(&root, err))?;
+        let path = dir.path();
+        let meta = fs::symlink_metadata(&path).map_err(|err| unreadable(&path, err))?;
+        // A stray file beside the project folders is not where jucode saves anything;
+        // a link there is refused (a project folder is never followed).
+        if meta.file_type().is_symlink() {
+            crate::config::private::refuse_link(&path)?;
+        }
+        if !meta.is_dir() {
             continue;
-        };
-        for file in files.flatten() {
-            let path = file.path();
-            if path.extension().is_some_and(|ext| ext == "jsonl")
-                && let Some(session) = summary(&path)
+        }
+        for file in fs::read_dir(&path).map_err(|err| unreadable(&path, err))? {
+            let file = file.map_err(|err| unreadable(&path, err))?.path();
+            if file.extension().is_some_and(|ext| ext == "jsonl")
+                && let Some(id) = file.file_stem().and_then(|stem| stem.to_str())
+                // Names jucode did not make cannot be asked for by id.
+                && valid_id(id)
             {
-                sessions.push(session);
+                sessions.push(summary(&file, id));
             }
         }
     }
     sessions.sort_by(|a, b| {
-        let here = |s: &SavedSession| cwd.is_some_and(|cwd| s.cwd == cwd);
+        let here = |s: &SavedSession| cwd.is_some_and(|cwd| s.cwd.as_deref() == Some(cwd));
         // Ids are UUIDv7, ordered by creation: the newer one first on a tie.
         here(b)
             .cmp(&here(a))
             .then(b.updated.cmp(&a.updated))
             .then(b.id.cmp(&a.id))
     });
-    sessions
+    Ok(sessions)
 }
 
-/// A session's listing from the start of its file: its metadata and first message.
-fn summary(path: &Path) -> Option<SavedSession> {
-    let file = fs::File::open(path).ok()?;
-    let updated = file
-        .metadata()
-        .and_then(|meta| meta.modified())
-        .ok()
-        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |at| at.as_millis() as u64);
-    let mut lines = BufReader::new(file).lines();
-    let first: Line = serde_json::from_str(&lines.next()?.ok()?).ok()?;
-    let Body::Session {
-        session,
-        cwd,
-        created,
-        chat,
-        ..
-    } = first.body
-    else {
-        return None;
+/// A folder of saved sessions must be a directory, not a link to one.
+fn listable(path: &Path, meta: &fs::Metadata) -> Result<(), String> {
+    if meta.file_type().is_symlink() {
+        crate::config::private::refuse_link(path)
+    } else if meta.is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not a directory: jucode keeps saved sessions there (move it away)",
+            path.display()
+        ))
+    }
+}
+
+/// A session's listing from the start of its file: its metadata and first message, or
+/// why it cannot be continued. Reads as loading does: blank lines are skipped, and the
+/// first line must be the session's header.
+fn summary(path: &Path, id: &str) -> SavedSession {
+    let mut saved = SavedSession {
+        id: id.to_owned(),
+        cwd: None,
+        chat: false,
+        label: String::new(),
+        created: 0,
+        updated: 0,
+        path: path.to_owned(),
+        broken: None,
     };
+    let broken = |mut saved: SavedSession, why: String| {
+        saved.label = format!("(broken: the file {why})");
+        saved.broken = Some(format!("{} {why}", path.display()));
+        saved
+    };
+    let modified = |meta: &fs::Metadata| {
+        meta.modified()
+            .ok()
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |at| at.as_millis() as u64)
+    };
+    match fs::symlink_metadata(path) {
+        Ok(meta) => {
+            saved.updated = modified(&meta);
+            saved.created = saved.updated;
+            if meta.file_type().is_symlink() {
+                return broken(
+                    saved,
+                    "is a symbolic link, which jucode will not follow".into(),
+                );
+            }
+            if !meta.is_file() {
+                return broken(saved, "is not a regular file".into());
+            }
+        }
+        Err(err) => return broken(saved, format!("cannot be read: {err}")),
+    }
+    let file = match crate::config::private::own_file_options()
+        .read(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(err) => return broken(saved, format!("cannot be read: {err}")),
+    };
+    let mut lines = BufReader::new(file).split(b'\n');
+    let first = loop {
+        match lines.next() {
+            None => return broken(saved, "is empty".into()),
+            Some(Err(err)) => return broken(saved, format!("cannot be read: {err}")),
+            Some(Ok(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Some(Ok(line)) => break line,
+        }
+    };
+    let header = match serde_json::from_slice::<Line>(&first) {
+        Ok(line) => line,
+        Err(err) => {
+            return broken(
+                saved,
+                format!("does not start with a session header (its first line: {err})"),
+            );
+        }
+    };
+    let Body::Session {
+        cwd, created, chat, ..
+    } = header.body
+    else {
+        return broken(saved, "does not start with a session header".into());
+    };
+    if header.parent.is_some() {
+        return broken(saved, "does not start with a session header".into());
+    }
     // The first user message is normally the second line; a few lines is enough.
-    let label = lines
+    saved.label = lines
         .take(64)
         .map_while(Result::ok)
         .find_map(
-            |line| match serde_json::from_str::<Line>(&line).ok()?.body {
+            |line| match serde_json::from_slice::<Line>(&line).ok()?.body {
                 Body::User { content, .. } => Some(first_line(&content, 80)),
                 _ => None,
             },
         )
         .unwrap_or_else(|| "(no messages)".to_owned());
-    Some(SavedSession {
-        id: session,
-        cwd,
-        chat,
-        label,
-        created,
-        updated,
-        path: path.to_owned(),
-    })
+    saved.cwd = Some(cwd);
+    saved.chat = chat;
+    saved.created = created;
+    saved
 }
 
 /// What reading a session file gives: the entries in file order, and what was wrong.
@@ -267,16 +370,27 @@ pub fn read(path: &Path) -> Result<Loaded, String> {
 }
 
 /// Opens a session file to append to it, cutting off a torn last line first (it was
-/// ignored when read; new lines must not be glued to it).
+/// ignored when read; new lines must not be glued to it). A symbolic link is refused
+/// (see [`lock`]): its target would be cut and appended to.
 pub fn open_for_append(path: &Path) -> std::io::Result<fs::File> {
-    let mut file = fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let mut file = crate::config::private::own_file_options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|err| {
+            let message = crate::config::private::open_error("cannot open", path, &err);
+            std::io::Error::new(err.kind(), message)
+        })?;
     let len = file.metadata()?.len();
     if len > 0 {
         let mut last = [0u8; 1];
         file.seek(SeekFrom::Start(len - 1))?;
         file.read_exact(&mut last)?;
         if last[0] != b'\n' {
-            let bytes = fs::read(path)?;
+            // Read through the handle, not the path: it is the file being cut.
+            let mut bytes = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut bytes)?;
             let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
             file.set_len(keep as u64)?;
         }
@@ -330,5 +444,126 @@ mod tests {
         assert!(err.contains("jucode serve --session s1"), "{err}");
         drop(held);
         lock(dir.path(), "s1", "serve").unwrap();
+    }
+
+    const HEADER: &str = r#"{"id":"e1","parent":null,"at":1,"tokens":0,"kind":"session","format":1,"session":"good","cwd":"/p","model":"m","created":5,"chat":false}"#;
+    const USER: &str = r#"{"id":"e2","parent":"e1","at":2,"tokens":1,"kind":"user","content":"hello there","text":"hello there"}"#;
+
+    fn broken_of<'a>(listed: &'a [SavedSession], id: &str) -> &'a str {
+        let saved = listed
+            .iter()
+            .find(|saved| saved.id == id)
+            .unwrap_or_else(|| panic!("{id} is not listed: {listed:#?}"));
+        saved.broken.as_deref().unwrap_or("")
+    }
+
+    #[test]
+    fn broken_files_are_listed_with_why() {
+        let profile = tempfile::tempdir().unwrap();
+        let dir = project_dir(profile.path(), Path::new("/p"));
+        fs::create_dir_all(&dir).unwrap();
+        let write =
+            |id: &str, text: &str| fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+        write("good", &format!("\n{HEADER}\n{USER}\n"));
+        write("empty", "");
+        write("blank", "\n  \n");
+        write("corrupt", "{\"id\":\"e1\",\"kind\":\"sess\n");
+        write("headless", &format!("{USER}\n"));
+        fs::write(dir.join("notes.txt"), "not a session").unwrap();
+        fs::write(dir.join("bad name.jsonl"), "").unwrap();
+        let listed = list(profile.path(), Some(Path::new("/p"))).unwrap();
+        assert_eq!(listed.len(), 5, "{listed:#?}");
+        let good = &listed[0];
+        assert_eq!(good.id, "good");
+        assert_eq!(good.broken, None);
+        assert_eq!(good.label, "hello there");
+        assert_eq!(good.cwd.as_deref(), Some(Path::new("/p")));
+        assert!(broken_of(&listed, "empty").ends_with("empty.jsonl is empty"));
+        assert!(broken_of(&listed, "blank").ends_with("is empty"));
+        for id in ["corrupt", "headless"] {
+            let why = broken_of(&listed, id);
+            assert!(
+                why.contains("does not start with a session header"),
+                "{why}"
+            );
+            assert!(why.contains(&format!("{id}.jsonl")), "{why}");
+        }
+        let corrupt = listed.iter().find(|saved| saved.id == "corrupt").unwrap();
+        assert_eq!(corrupt.cwd, None);
+        assert!(
+            corrupt.label.starts_with("(broken: the file"),
+            "{}",
+            corrupt.label
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_are_listed_as_broken_or_refused_never_followed() {
+        let profile = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let dir = project_dir(profile.path(), Path::new("/p"));
+        fs::create_dir_all(&dir).unwrap();
+        let target = elsewhere.path().join("victim");
+        fs::write(&target, format!("{HEADER}\n")).unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("linked.jsonl")).unwrap();
+        let listed = list(profile.path(), None).unwrap();
+        let why = broken_of(&listed, "linked");
+        assert!(why.contains("is a symbolic link"), "{why}");
+
+        // A linked project folder: the listing names it rather than read through it.
+        std::os::unix::fs::symlink(elsewhere.path(), sessions_dir(profile.path()).join("-q"))
+            .unwrap();
+        let err = list(profile.path(), None).unwrap_err();
+        assert!(err.contains("-q is a symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn a_sessions_path_that_is_not_a_directory_is_an_error_and_none_is_empty() {
+        let profile = tempfile::tempdir().unwrap();
+        assert_eq!(list(profile.path(), None).unwrap(), []);
+        fs::write(sessions_dir(profile.path()), "a file").unwrap();
+        let err = list(profile.path(), None).unwrap_err();
+        assert!(err.contains("sessions is not a directory"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_lock_refuses_links_in_the_sessions_place() {
+        use std::os::unix::fs::symlink;
+        let profile = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let dir = project_dir(profile.path(), Path::new("/p"));
+        fs::create_dir_all(&dir).unwrap();
+        // The lock file, and the session file beside it.
+        symlink(&victim, dir.join("a.lock")).unwrap();
+        symlink(&victim, dir.join("b.jsonl")).unwrap();
+        for id in ["a", "b"] {
+            let err = lock(&dir, id, "serve").unwrap_err();
+            assert!(err.contains("is a symbolic link"), "{id}: {err}");
+        }
+        let err = open_for_append(&dir.join("b.jsonl"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("b.jsonl is a symbolic link"), "{err}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        // A linked project folder, and a linked sessions folder: nothing is created in
+        // what they point to.
+        let linked = project_dir(profile.path(), Path::new("/q"));
+        symlink(elsewhere.path(), &linked).unwrap();
+        let err = lock(&linked, "c", "serve").unwrap_err();
+        assert!(err.contains("-q is a symbolic link"), "{err}");
+        let other = tempfile::tempdir().unwrap();
+        symlink(elsewhere.path(), sessions_dir(other.path())).unwrap();
+        let err = lock(&project_dir(other.path(), Path::new("/p")), "d", "serve").unwrap_err();
+        assert!(err.contains("sessions is a symbolic link"), "{err}");
+        let names: Vec<_> = fs::read_dir(elsewhere.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["victim"]);
     }
 }

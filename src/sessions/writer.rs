@@ -362,14 +362,16 @@ impl Writer {
     async fn create_file(&mut self) -> Result<(), String> {
         let (dir, id, by) = (self.dir.clone(), self.id.clone(), self.by.clone());
         let created = tokio::task::spawn_blocking(move || {
+            // The lock refuses a linked folder or file in the session's place; the file
+            // is opened without following one all the same (`create_new` never does).
             let lock = files::lock(&dir, &id, &by)?;
             let path = dir.join(format!("{id}.jsonl"));
-            let file = crate::config::private::file_options()
+            let file = crate::config::private::own_file_options()
                 .create_new(true)
                 .read(true)
                 .append(true)
                 .open(&path)
-                .map_err(|err| format!("cannot create {}: {err}", path.display()))?;
+                .map_err(|err| crate::config::private::open_error("cannot create", &path, &err))?;
             Ok::<_, String>((file, lock))
         })
         .await
@@ -549,7 +551,8 @@ impl Writer {
 
 /// Writes the first `len` bytes of `old` (a file no longer at its path) to the session's
 /// path again, locked anew, through a temporary file renamed into place (so the path
-/// never holds part of it).
+/// never holds part of it). The lock refuses a folder that became a symbolic link
+/// meanwhile, and a link put in the file's place is not written through.
 fn rewrite(
     old: &std::fs::File,
     dir: &std::path::Path,
@@ -571,7 +574,7 @@ fn rewrite(
         let mut source = old.try_clone()?;
         source.seek(std::io::SeekFrom::Start(0))?;
         let _ = std::fs::remove_file(&temporary);
-        let mut new = crate::config::private::file_options()
+        let mut new = crate::config::private::own_file_options()
             .create_new(true)
             .read(true)
             .append(true)

@@ -183,3 +183,49 @@ fn load_replays_and_resume_does_not_through_the_daemon() {
 fn load_replays_and_resume_does_not_in_process() {
     load_replays_and_resume_does_not(true);
 }
+
+/// `session/list` shows a broken session file (in its title and `_meta`), and a
+/// sessions path that is a file is an error, not an empty list: in process and through
+/// the daemon, whose `error` answer the link reports.
+fn broken_files_are_listed(in_process: bool) {
+    let home = Home::new();
+    let _daemon = DaemonGuard(&home);
+    let folder = home.path().join("sessions/-somewhere");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("broken-empty.jsonl"), "").unwrap();
+    let mut acp = Acp::start(&home, in_process);
+    acp.initialize(json!({}));
+    let list = acp.call("session/list", json!({}));
+    let row = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == "broken-empty")
+        .unwrap_or_else(|| panic!("not listed: {list}"))
+        .clone();
+    let why = row["_meta"]["broken"].as_str().unwrap_or_default();
+    assert!(why.ends_with("broken-empty.jsonl is empty"), "{row}");
+    assert!(row["title"].as_str().unwrap().contains("is empty"), "{row}");
+
+    std::fs::remove_dir_all(home.path().join("sessions")).unwrap();
+    std::fs::write(home.path().join("sessions"), "a file").unwrap();
+    let err = acp.call_err("session/list", json!({}));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessions is not a directory"),
+        "{err}"
+    );
+    assert!(acp.finish().success());
+}
+
+#[test]
+fn broken_files_are_listed_through_the_daemon() {
+    broken_files_are_listed(false);
+}
+
+#[test]
+fn broken_files_are_listed_in_process() {
+    broken_files_are_listed(true);
+}

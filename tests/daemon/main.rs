@@ -9,6 +9,7 @@ mod agents;
 mod clients;
 mod contract;
 mod lifecycle;
+mod listings;
 mod mcp;
 mod sessions;
 mod shim;

@@ -11,6 +11,7 @@ mod attachments;
 mod basics;
 mod goals;
 mod headless;
+mod links;
 mod mcp;
 mod mcp_elicit;
 mod mcp_everything;

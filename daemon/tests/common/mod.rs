@@ -71,8 +71,8 @@ impl Host for FakeHost {
         })
     }
 
-    async fn saved_sessions(&self) -> Vec<jucode_daemon::SavedSession> {
-        Vec::new()
+    async fn saved_sessions(&self) -> Result<Vec<jucode_daemon::SavedSession>, String> {
+        Ok(Vec::new())
     }
 
     fn intercept(&self, op: &str, line: &[u8]) -> jucode_daemon::Intercept {

@@ -13,12 +13,15 @@ pub struct Saved {
     pub label: String,
     /// Milliseconds since the Unix epoch.
     pub updated: u64,
+    /// Why it cannot be continued, when its file is broken (listed all the same).
+    pub broken: Option<String>,
 }
 
 /// Both methods do file-system work: call them on the blocking pool.
 pub trait Library: Send + Sync {
-    /// Saved sessions, newest first, those of `cwd` first.
-    fn list(&self, cwd: &Path) -> Vec<Saved>;
+    /// Saved sessions, newest first, those of `cwd` first; an error when the place
+    /// they are kept in cannot be listed.
+    fn list(&self, cwd: &Path) -> Result<Vec<Saved>, String>;
     /// Everything to continue saved session `id` in this process (its file locked for
     /// it), or why it cannot be continued.
     fn open(&self, id: &str) -> Result<SessionParams, String>;
@@ -28,8 +31,8 @@ pub trait Library: Send + Sync {
 pub struct NoLibrary;
 
 impl Library for NoLibrary {
-    fn list(&self, _: &Path) -> Vec<Saved> {
-        Vec::new()
+    fn list(&self, _: &Path) -> Result<Vec<Saved>, String> {
+        Ok(Vec::new())
     }
 
     fn open(&self, id: &str) -> Result<SessionParams, String> {

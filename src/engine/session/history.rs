@@ -30,9 +30,13 @@ impl Session {
     pub(super) async fn resume_view(&mut self) {
         let library = self.params.library.clone();
         let cwd = self.params.cwd.clone();
-        let mut saved = tokio::task::spawn_blocking(move || library.list(&cwd))
+        let listed = tokio::task::spawn_blocking(move || library.list(&cwd))
             .await
-            .unwrap_or_default();
+            .unwrap_or_else(|err| Err(format!("internal error while listing: {err}")));
+        let mut saved = match listed {
+            Ok(saved) => saved,
+            Err(message) => return self.reply_error(message).await,
+        };
         let current = self.params.session_id.clone();
         // This session's file may not be written yet (its writer works in the
         // background): it is listed anyway, as the newest, once it said something.
@@ -48,6 +52,7 @@ impl Session {
                     id: current.clone(),
                     label: crate::engine::conversation::store::first_line(&first, 80),
                     updated: crate::engine::conversation::store::now_ms(),
+                    broken: None,
                 },
             );
         }
@@ -61,6 +66,7 @@ impl Session {
                     active: saved.id == current,
                     label: format!("{} ({date})", saved.label),
                     id: saved.id,
+                    broken: saved.broken,
                 }
             })
             .collect();

@@ -480,13 +480,22 @@ impl Connection {
                         .into_iter()
                         .filter(|row| !row.chat)
                         .filter(|row| cwd.is_none() || row.cwd == cwd)
-                        .map(|row| {
-                            json!({
+                        .map(|row| match row.broken {
+                            // A broken file is listed too (ACP has no field for it: its
+                            // title and `_meta` say it); its working directory is unknown.
+                            Some(why) => json!({
+                                "sessionId": row.session,
+                                "cwd": row.cwd.unwrap_or_default(),
+                                "title": format!("(broken) {why}"),
+                                "updatedAt": rfc3339(row.updated),
+                                "_meta": {"broken": why},
+                            }),
+                            None => json!({
                                 "sessionId": row.session,
                                 "cwd": row.cwd.unwrap_or_default(),
                                 "title": row.label,
                                 "updatedAt": rfc3339(row.updated),
-                            })
+                            }),
                         })
                         .collect();
                     json!({"sessions": sessions, "nextCursor": null})

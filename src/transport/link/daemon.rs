@@ -167,8 +167,14 @@ pub(super) async fn list(socket: &Path, start: bool) -> Result<Vec<SessionInfo>,
                 Ok(0) | Err(_) => return Err("the jucode daemon closed the connection".to_owned()),
                 Ok(_) => {}
             }
-            if let Ok(DaemonEvent::Sessions { sessions }) = serde_json::from_slice(&line) {
-                return Ok(sessions);
+            match serde_json::from_slice(&line) {
+                Ok(DaemonEvent::Sessions { sessions }) => return Ok(sessions),
+                // The daemon could not list its saved sessions: that is the answer.
+                Ok(DaemonEvent::Error {
+                    message,
+                    session: None,
+                }) => return Err(message),
+                _ => {}
             }
         }
     };

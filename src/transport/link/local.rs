@@ -94,11 +94,11 @@ impl Local {
         Ok(())
     }
 
-    pub(super) async fn list(&self) -> Vec<SessionInfo> {
+    pub(super) async fn list(&self) -> Result<Vec<SessionInfo>, String> {
         let dir = self.profile.dir.clone();
         let saved = tokio::task::spawn_blocking(move || crate::sessions::list(&dir, None))
             .await
-            .unwrap_or_default();
+            .unwrap_or_else(|err| Err(format!("internal error while listing: {err}")))?;
         let live = self.live().clone();
         let mut rows: Vec<SessionInfo> = saved
             .into_iter()
@@ -109,17 +109,19 @@ impl Local {
                     state: if live { "live" } else { "saved" }.to_owned(),
                     live,
                     session: saved.id,
-                    cwd: Some(saved.cwd.display().to_string()),
+                    cwd: saved.cwd.map(|cwd| cwd.display().to_string()),
                     chat: saved.chat,
                     created_at: saved.created,
-                    label: Some(saved.label),
+                    // As the daemon lists them: a broken file has no message to show.
+                    label: saved.broken.is_none().then_some(saved.label),
                     updated: saved.updated,
+                    broken: saved.broken,
                 }
             })
             .collect();
         // Running sessions first, as the daemon lists them.
         rows.sort_by_key(|row| !row.live);
-        rows
+        Ok(rows)
     }
 }
 

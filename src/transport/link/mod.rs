@@ -178,7 +178,7 @@ impl Backend {
     pub async fn list(&self) -> Result<Vec<SessionInfo>, String> {
         match self {
             Backend::Daemon { socket, start } => daemon::list(socket, *start).await,
-            Backend::InProcess(local) => Ok(local.list().await),
+            Backend::InProcess(local) => local.list().await,
         }
     }
 }

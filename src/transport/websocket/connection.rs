@@ -396,7 +396,7 @@ impl Dashboard {
                     let sessions: Vec<Value> = rows
                         .into_iter()
                         .map(|row| {
-                            json!({
+                            let mut listed = json!({
                                 "sessionId": row.session,
                                 "cwd": row.cwd,
                                 "status": if row.live { "active" } else { "saved" },
@@ -406,7 +406,12 @@ impl Dashboard {
                                 "live": row.live,
                                 "updatedAt": row.updated,
                                 "_meta": {}
-                            })
+                            });
+                            // Only on a broken file's row, as in the daemon's `sessions`.
+                            if let Some(why) = row.broken {
+                                listed["broken"] = json!(why);
+                            }
+                            listed
                         })
                         .collect();
                     json!({"sessions": sessions, "_meta": {}})

@@ -52,7 +52,7 @@ async function refresh() {
     li.dataset.session = s.sessionId;
     li.className = s.sessionId === state.current ? "active" : "";
     li.innerHTML = `<strong></strong><small></small>`;
-    li.querySelector("strong").textContent = s.title || "(new session)";
+    li.querySelector("strong").textContent = s.broken ? `(broken) ${s.broken}` : s.title || "(new session)";
     li.querySelector("small").textContent = `${s.status} · ${s.state} · ${s.cwd || ""}`;
     li.onclick = () => attach(s.sessionId);
     ul.append(li);
