@@ -364,6 +364,7 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     // As strict as OpenAI: a conversation with an unanswered call is refused.
     if let Some(message) = unanswered_call(&body) {
+        eprintln!("mock model: 400 {message}");
         let mut state = shared.0.lock().unwrap();
         state.requests.push(Recorded {
             path,

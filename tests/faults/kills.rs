@@ -160,9 +160,11 @@ impl Round<'_> {
                 &["approval_resolved", "tool_output", "assistant_delta"]
             }
             Scenario::Compaction => {
+                // Progress is reported every 64 tokens: the summary says more than that
+                // before it stalls.
                 self.model.push(Reply::Sse(vec![
                     text("SUMMARY "),
-                    text("so far"),
+                    text(&"so far ".repeat(80)),
                     Step::Wait(never),
                 ]));
                 serve.send(json!({"op": "command", "input": "/compact"}));
@@ -258,6 +260,8 @@ fn soak(rounds: usize, seed: u64) -> Soak {
             round.turn(&mut serve, &mut acked, format!("turn {n}"));
         }
         let scenario = SCENARIOS[rng.below(SCENARIOS.len() as u64) as usize];
+        // Shown with --nocapture: which round a failure is in.
+        eprintln!("kill soak round {n}: {scenario:?}");
         let landmarks = round.begin(&mut serve, scenario, n);
         let wait = rng.below(landmarks.len() as u64 + 1) as usize;
         for landmark in &landmarks[..wait] {
