@@ -319,3 +319,18 @@ pub fn joined(events: &[Value], ty: &str) -> String {
         .filter_map(|e| e["delta"].as_str())
         .collect()
 }
+
+/// The session file of `id` under `profile`, in whichever project directory it is.
+pub fn session_file(profile: &Path, id: &str) -> PathBuf {
+    let dir = profile.join("sessions");
+    for project in std::fs::read_dir(&dir).expect("a sessions directory") {
+        let path = project
+            .expect("a project directory")
+            .path()
+            .join(format!("{id}.jsonl"));
+        if path.exists() {
+            return path;
+        }
+    }
+    panic!("no file for session {id} under {}", dir.display());
+}

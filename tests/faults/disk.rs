@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::mock::{MockModel, Reply, Step, finish, text_reply, tool_call, usage};
-use crate::common::serve::{Home, Serve};
-use crate::mounts::{Tmpfs, check_file, session_file, user_messages};
+use crate::common::serve::{Home, Serve, session_file};
+use crate::mounts::{Tmpfs, check_file, user_messages};
 
 /// A profile directory at `profile` with a config for `model`.
 fn write_config(profile: &Path, model: &MockModel) {

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use crate::common::mock::{
     Gate, MockModel, Reply, Step, finish, text, text_reply, tool_call, usage,
 };
-use crate::common::serve::{Home, Serve};
-use crate::mounts::{check_file, session_file, user_messages};
+use crate::common::serve::{Home, Serve, session_file};
+use crate::mounts::{check_file, user_messages};
 
 /// A small deterministic generator (xorshift), so a failing round can be replayed.
 struct Rng(u64);

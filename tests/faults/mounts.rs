@@ -83,21 +83,6 @@ fn libc_enospc() -> i32 {
     28
 }
 
-/// The session file of `id` under `profile`.
-pub fn session_file(profile: &Path, id: &str) -> PathBuf {
-    let dir = profile.join("sessions");
-    for project in std::fs::read_dir(&dir).expect("a sessions directory") {
-        let path = project
-            .expect("a project directory")
-            .path()
-            .join(format!("{id}.jsonl"));
-        if path.exists() {
-            return path;
-        }
-    }
-    panic!("no file for session {id} under {}", dir.display());
-}
-
 /// A session file as it must be after anything: whole lines of JSON, each entry's id
 /// unique and its parent among the lines before it, the first the session's header.
 /// Returns the lines.

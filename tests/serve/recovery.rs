@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::common::daemon::{DaemonGuard, Raw};
 use crate::common::mock::{MockModel, Reply, Step, finish, text_reply, tool_call};
-use crate::common::serve::{EVENT_TIMEOUT, Home, Serve};
+use crate::common::serve::{EVENT_TIMEOUT, Home, Serve, session_file};
 
 fn setup(mode: &str) -> (MockModel, Home) {
     let model = MockModel::start();
@@ -25,17 +25,6 @@ fn bash_call(id: &str, command: &str) -> Reply {
         finish("tool_calls"),
         Step::Done,
     ])
-}
-
-fn session_file(home: &Home, id: &str) -> PathBuf {
-    let dir = home.path().join("sessions");
-    for project in std::fs::read_dir(&dir).expect("a sessions directory") {
-        let path = project.unwrap().path().join(format!("{id}.jsonl"));
-        if path.exists() {
-            return path;
-        }
-    }
-    panic!("no file for session {id} under {}", dir.display());
 }
 
 /// Waits (bounded) until the session file holds `needle`: the engine writes it a
@@ -82,20 +71,26 @@ impl Drop for Orphan {
     }
 }
 
+/// Starts a session, sends `message`, and kill -9s it once `event` came and the
+/// session file holds `written`; returns the session id and file.
+fn killed_after(home: &Home, message: &str, event: &str, written: &str) -> (String, PathBuf) {
+    let mut serve = Serve::ready(home);
+    let id = serve.seen[1]["session_id"].as_str().unwrap().to_owned();
+    serve.user(message);
+    serve.until(event);
+    let path = session_file(home.path(), &id);
+    file_holds(&path, written);
+    serve.child.kill().unwrap();
+    serve.wait();
+    (id, path)
+}
+
 #[test]
 fn a_call_killed_while_it_ran_is_answered_on_resume_and_the_session_goes_on() {
     let (model, home) = setup("full-access");
     let _orphan = Orphan("sleep 41.5");
     model.push(bash_call("call_run", "sleep 41.5"));
-    let mut serve = Serve::ready(&home);
-    let id = serve.seen[1]["session_id"].as_str().unwrap().to_owned();
-    serve.user("run it");
-    serve.until("tool_start");
-    let path = session_file(&home, &id);
-    file_holds(&path, "\"tool_calls\"");
-    serve.child.kill().unwrap();
-    serve.wait();
-    drop(serve);
+    let (id, path) = killed_after(&home, "run it", "tool_start", "\"tool_calls\"");
 
     let mut serve = Serve::builder(&home).arg("--session").arg(&id).start();
     let batch = serve.skip_startup();
@@ -145,15 +140,12 @@ fn a_call_killed_while_it_ran_is_answered_on_resume_and_the_session_goes_on() {
 fn a_call_waiting_for_approval_when_killed_is_asked_again_and_runs_once_allowed() {
     let (model, home) = setup("manual");
     model.push(bash_call("call_ask", "touch approved.txt"));
-    let mut serve = Serve::ready(&home);
-    let id = serve.seen[1]["session_id"].as_str().unwrap().to_owned();
-    serve.user("make the file");
-    serve.until("approval_request");
-    let path = session_file(&home, &id);
-    file_holds(&path, "\"state\":\"asked\"");
-    serve.child.kill().unwrap();
-    serve.wait();
-    drop(serve);
+    let (id, _) = killed_after(
+        &home,
+        "make the file",
+        "approval_request",
+        "\"state\":\"asked\"",
+    );
     let marker = home.path().join("approved.txt");
     assert!(!marker.exists());
 
@@ -209,14 +201,12 @@ fn a_call_waiting_for_approval_when_killed_is_asked_again_and_runs_once_allowed(
 fn a_call_waiting_for_approval_is_deferred_when_the_resumed_session_is_unattended() {
     let (model, home) = setup("manual");
     model.push(bash_call("call_defer", "touch deferred.txt"));
-    let mut serve = Serve::ready(&home);
-    let id = serve.seen[1]["session_id"].as_str().unwrap().to_owned();
-    serve.user("make the file");
-    serve.until("approval_request");
-    file_holds(&session_file(&home, &id), "\"state\":\"asked\"");
-    serve.child.kill().unwrap();
-    serve.wait();
-    drop(serve);
+    let (id, _) = killed_after(
+        &home,
+        "make the file",
+        "approval_request",
+        "\"state\":\"asked\"",
+    );
 
     // Headless: nobody can answer, so the waiting call becomes a deferred action; the
     // stopped turn ends, then the new prompt runs.
@@ -262,7 +252,7 @@ fn a_daemon_killed_during_a_tool_call_leaves_a_session_that_resumes() {
         .to_owned();
     serve.user("run it");
     serve.until("tool_start");
-    let path = session_file(&home, &id);
+    let path = session_file(home.path(), &id);
     file_holds(&path, "\"tool_calls\"");
     let pid = home.daemon_status().unwrap()["pid"].as_u64().unwrap();
     kill_9(pid as u32);
@@ -314,7 +304,7 @@ fn saved_session(home: &Home, model: &MockModel) -> (String, PathBuf) {
     serve.until_ready();
     serve.send(json!({"op": "shutdown"}));
     serve.rest();
-    let path = session_file(home, &id);
+    let path = session_file(home.path(), &id);
     (id, path)
 }
 

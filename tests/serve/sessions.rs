@@ -1,31 +1,18 @@
 //! Sessions that last, in process: the file survives `kill -9`, resuming by id, branches,
 //! checkpoints, compaction.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use crate::common::mock::{
     Gate, MockModel, Reply, Step, finish, text, text_reply, tool_call, usage,
 };
-use crate::common::serve::{Home, Serve, types};
+use crate::common::serve::{Home, Serve, session_file, types};
 
 fn setup(extra: &str) -> (MockModel, Home) {
     let model = MockModel::start();
     let home = Home::new();
     home.mock_config(&model.base_url(), extra);
     (model, home)
-}
-
-fn session_file(home: &Home, id: &str) -> PathBuf {
-    let dir = home.path().join("sessions");
-    for project in std::fs::read_dir(&dir).expect("a sessions directory") {
-        let path = project.unwrap().path().join(format!("{id}.jsonl"));
-        if path.exists() {
-            return path;
-        }
-    }
-    panic!("no file for session {id} under {}", dir.display());
 }
 
 /// Starts `serve --in-process --session id`, checks its startup batch.
@@ -73,7 +60,7 @@ fn a_killed_session_keeps_every_completed_turn_and_resumes_by_id() {
     serve.wait();
     drop(serve);
 
-    let path = session_file(&home, &id);
+    let path = session_file(home.path(), &id);
     let (mut serve, batch) = resume(&home, &id);
     assert!(!batch.iter().any(|e| e["type"] == "error"), "{batch:#?}");
     let items = transcript(&mut serve);
