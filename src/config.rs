@@ -293,6 +293,12 @@ pub struct LoadedConfig {
     /// request to them). They stay known, so the session does not fall back to another
     /// provider (for `[providers.openai]`, the built-in one) the user did not ask for.
     pub broken_providers: BTreeMap<String, String>,
+    /// The file exists but could not be read as TOML (or not at all), so nothing it says
+    /// is known, not even whether it names a model. `config.model` holds the model of a
+    /// top-level `model = "..."` line when one could still be found
+    /// ([`salvage_model`]), so the session says which model cannot be used rather than
+    /// quietly running another.
+    pub unreadable: bool,
 }
 
 impl LoadedConfig {
@@ -305,6 +311,7 @@ impl LoadedConfig {
                     "cannot read config file {}: {err}; using defaults",
                     path.display()
                 )],
+                unreadable: true,
                 ..Self::default()
             },
         }
@@ -320,11 +327,17 @@ impl LoadedConfig {
             Err(err) => {
                 let location = line_of(text, err.span());
                 let message = err.message().trim_end();
+                let config = Config {
+                    model: salvage_model(text),
+                    ..Config::default()
+                };
                 return Self {
+                    config,
                     problems: vec![format!(
                         "config error in {}{location}: {message}; using defaults",
                         path.display()
                     )],
+                    unreadable: true,
                     ..Self::default()
                 };
             }
@@ -391,8 +404,29 @@ impl LoadedConfig {
                     Some((name, summary))
                 })
                 .collect(),
+            unreadable: false,
         }
     }
+}
+
+/// The value of a top-level `model = "..."` line of a file that is not valid TOML as a
+/// whole: the one setting worth finding, since without it a broken file reads as "no
+/// model configured". Only lines before the first table header count (a `model` key
+/// under `[providers.x.models]` or the like is something else), and only a plain
+/// double- or single-quoted value.
+pub fn salvage_model(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .take_while(|line| !line.starts_with('['))
+        .find_map(|line| {
+            let value = line.strip_prefix("model")?.trim_start().strip_prefix('=')?;
+            let value = value.trim();
+            let quote = value.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+            let rest = &value[1..];
+            let end = rest.find(quote)?;
+            let model = rest[..end].trim();
+            (!model.is_empty() && !model.contains('\\')).then(|| model.to_owned())
+        })
 }
 
 /// Where a problem lies, and so what its consequence is.

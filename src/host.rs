@@ -101,6 +101,7 @@ pub fn build_session(
         mut config,
         problems,
         broken_providers,
+        unreadable,
     } = LoadedConfig::load(&config_path);
     if let Some(model) = options.model.take() {
         config.model = Some(model);
@@ -189,7 +190,7 @@ pub fn build_session(
         config_path.clone(),
         env.clone(),
     )
-    .config_problems(config_broken, &broken_providers);
+    .config_problems(config_broken, unreadable, &broken_providers);
     let idle_unload = (options.by == "daemon")
         .then(|| idle_unload_secs.unwrap_or(DEFAULT_IDLE_UNLOAD_SECS))
         .filter(|secs| *secs > 0)

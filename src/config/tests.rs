@@ -192,7 +192,8 @@ fn syntax_error_and_unknown_key() {
         "{:?}",
         loaded.problems
     );
-    // Broken TOML: nothing can be trusted, not even the keys before the error.
+    // Broken TOML: nothing can be trusted, not even the keys before the error; only the
+    // model's name is kept, to say which model cannot be used.
     let loaded = LoadedConfig::parse(Path::new("c.toml"), "model = \"a/b\"\n[x\n");
     assert_eq!(loaded.problems.len(), 1, "{:?}", loaded.problems);
     assert!(
@@ -200,7 +201,8 @@ fn syntax_error_and_unknown_key() {
         "{:?}",
         loaded.problems
     );
-    assert!(loaded.config.model.is_none());
+    assert!(loaded.unreadable);
+    assert_eq!(loaded.config.model.as_deref(), Some("a/b"));
 }
 
 #[test]
@@ -241,4 +243,23 @@ fn approval_modes_round_trip() {
         assert_eq!(ApprovalMode::parse(mode.as_str()), Some(mode));
     }
     assert_eq!(ApprovalMode::parse("yolo"), None);
+}
+
+#[test]
+fn a_file_that_is_not_toml_still_names_its_model() {
+    let text = "# mine\nmodel = \"local/qwen\" # the fast one\napproval_mode = auto\n[providers.local]\nmodel = \"other\"\n";
+    let loaded = LoadedConfig::parse(Path::new("/p/config.toml"), text);
+    assert!(loaded.unreadable);
+    assert_eq!(loaded.problems.len(), 1, "{:?}", loaded.problems);
+    assert_eq!(loaded.config.model.as_deref(), Some("local/qwen"));
+
+    let nothing = LoadedConfig::parse(Path::new("/p/config.toml"), "[providers.local\nmodel = 'x'\n");
+    assert!(nothing.unreadable);
+    assert_eq!(nothing.config.model, None, "a model under a table is not the session's");
+    assert_eq!(salvage_model("model='a/b'"), Some("a/b".to_owned()));
+    assert_eq!(salvage_model("models = \"a/b\""), None);
+    assert_eq!(salvage_model("model = \"\""), None);
+
+    let fine = LoadedConfig::parse(Path::new("/p/config.toml"), "model = \"a/b\"\n");
+    assert!(!fine.unreadable);
 }

@@ -64,6 +64,9 @@ pub struct Catalog {
     env: Arc<HashMap<String, String>>,
     /// `config.toml` had problems, so "nothing is configured" may not be true.
     config_broken: bool,
+    /// `config.toml` could not be read at all, so even a model it names (salvaged into
+    /// `config.model`) has no provider settings to go with it.
+    config_unreadable: bool,
 }
 
 struct Provider {
@@ -125,6 +128,7 @@ impl Catalog {
             config_path,
             env,
             config_broken: false,
+            config_unreadable: false,
         }
     }
 
@@ -136,9 +140,11 @@ impl Catalog {
     pub fn config_problems(
         mut self,
         any: bool,
+        unreadable: bool,
         broken_providers: &BTreeMap<String, String>,
     ) -> Self {
         self.config_broken = any;
+        self.config_unreadable = unreadable;
         for (name, problem) in broken_providers {
             let provider = self.providers.entry(name.clone()).or_insert(Provider {
                 config: bare_provider(ProviderKind::Openai),
@@ -178,8 +184,11 @@ impl Catalog {
             ));
         }
         let provider = self.providers.get(provider_name).ok_or_else(|| {
+            let hint = did_you_mean(provider_name, self.providers.keys())
+                .map(|near| format!(" (did you mean `{near}`?)"))
+                .unwrap_or_default();
             format!(
-                "unknown provider {provider_name:?} in model {name:?}: add [providers.{provider_name}] to {}",
+                "unknown provider {provider_name:?} in model {name:?}{hint}: add [providers.{provider_name}] to {}",
                 self.config_path.display()
             )
         })?;
@@ -353,6 +362,13 @@ impl Catalog {
 impl ModelCatalog for Catalog {
     fn default_model(&self) -> Result<ResolvedModel, String> {
         let (name, is_demo) = self.default_name();
+        if self.config_unreadable && !is_demo {
+            return Err(format!(
+                "model {name:?} cannot be used: the config file {} that names it cannot be read \
+                 (see the error above), so its provider settings are unknown; fix the file",
+                self.config_path.display()
+            ));
+        }
         let mut resolved = self.resolve(name, None)?;
         if is_demo && self.config_broken {
             // The user may well have configured a model: the file is what failed.
@@ -388,22 +404,23 @@ impl ModelCatalog for Catalog {
         })
     }
 
-    fn fallback(&self) -> ResolvedModel {
-        // Always the built-in demo, even when the config redefines `[providers.replay]`.
+    fn unusable(&self, why: &str) -> ResolvedModel {
+        let name = self.default_name().0;
+        let (provider, model) = name.split_once('/').unwrap_or(("", name));
         ResolvedModel {
-            provider: "replay".to_owned(),
-            model: "demo".to_owned(),
+            provider: provider.to_owned(),
+            model: model.to_owned(),
             info: ModelInfo {
                 context_window: DEFAULT_CONTEXT_WINDOW,
                 max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
-                reasoning_efforts: ["low", "medium", "high"].map(str::to_owned).to_vec(),
+                reasoning_efforts: Vec::new(),
                 input_price: None,
                 cached_input_price: None,
                 output_price: None,
             },
-            client: Arc::new(ReplayClient::demo()),
+            client: Arc::new(Unusable(why.to_owned())),
             retry: RetryPolicy::default(),
-            state: ModelState::Ready,
+            state: ModelState::InvalidConfig,
             notice: None,
         }
     }
@@ -431,6 +448,16 @@ impl ModelCatalog for Catalog {
             })
             .collect()
     }
+}
+
+/// The known name closest to `name`, when it is close enough to be a slip of the
+/// keyboard (`loacl` for `local`) rather than another name altogether.
+fn did_you_mean<'a>(name: &str, known: impl Iterator<Item = &'a String>) -> Option<&'a str> {
+    known
+        .map(|candidate| (strsim::damerau_levenshtein(name, candidate), candidate))
+        .filter(|(distance, candidate)| *distance > 0 && *distance <= (candidate.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate.as_str())
 }
 
 /// The client of a provider that cannot be used: every request fails at once.

@@ -315,7 +315,7 @@ fn catalog_of_broken(toml: &str, env: &[(&str, &str)]) -> Catalog {
         PathBuf::from(CONFIG_PATH),
         Arc::new(env),
     )
-    .config_problems(true, &loaded.broken_providers)
+    .config_problems(true, loaded.unreadable, &loaded.broken_providers)
 }
 
 #[tokio::test]

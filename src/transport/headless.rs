@@ -35,6 +35,11 @@ pub fn run(
         .build()?;
     let code = runtime.block_on(async move {
         let asked_model = options.model.clone();
+        let config_path = profile.config_path();
+        let problems = crate::config::LoadedConfig::load(&config_path).problems;
+        if !problems.is_empty() {
+            return config_unusable(&events, &config_path, problems).await;
+        }
         let built = tokio::task::spawn_blocking(move || crate::host::build_session(&profile, options))
             .await
             .unwrap_or_else(|err| Err(format!("internal error: {err}")));
@@ -43,8 +48,12 @@ pub fn run(
             Err(message) => return cannot_start(&events, message).await,
         };
         // A scripted run on a model it did not ask for would look like success.
-        if let (Some(model), Err(why)) = (&asked_model, params.catalog.default_model()) {
-            return cannot_start(&events, format!("--model {model}: {why}")).await;
+        if let Err(why) = params.catalog.default_model() {
+            let message = match &asked_model {
+                Some(model) => format!("--model {model}: {why}"),
+                None => why,
+            };
+            return cannot_start(&events, message).await;
         }
         let (ends_tx, mut ends) = mpsc::unbounded_channel();
         params.turn_ends = Some(ends_tx);
@@ -102,7 +111,34 @@ pub fn run(
 }
 
 async fn cannot_start(events: &mpsc::Sender<Outbound>, message: String) -> u8 {
+    eprintln!("jucode: {message}");
     let line = DaemonEvent::error(message, None).line();
     let _ = events.send(Outbound::Line(line)).await;
     EXIT_CANNOT_START
+}
+
+/// A config file with any problem stops a scripted run before it starts: `serve` can
+/// go on and let the user fix things, but a script cannot read the errors, and a turn
+/// answered on settings other than the ones written (a default in place of a typo, the
+/// demo in place of a model) would exit 0 as if it had worked.
+async fn config_unusable(
+    events: &mpsc::Sender<Outbound>,
+    path: &std::path::Path,
+    problems: Vec<String>,
+) -> u8 {
+    let count = problems.len();
+    for problem in problems {
+        eprintln!("jucode: {problem}");
+        let line = DaemonEvent::error(problem, None).line();
+        let _ = events.send(Outbound::Line(line)).await;
+    }
+    let noun = if count == 1 { "problem" } else { "problems" };
+    cannot_start(
+        events,
+        format!(
+            "{} has {count} {noun} (above); --headless runs nothing until it is fixed",
+            path.display()
+        ),
+    )
+    .await
 }

@@ -122,18 +122,45 @@ fn broken_config_reports_every_problem_and_keeps_what_it_can() {
 }
 
 #[test]
-fn unknown_configured_provider_falls_back_to_the_demo() {
+fn a_configured_model_that_cannot_be_used_is_never_replaced_by_the_demo() {
     let home = Home::new();
-    home.write_config("model = \"nowhere/x\"\n");
-    let mut serve = Serve::start(&home);
-    let batch = serve.skip_startup();
-    assert_eq!(batch[0]["model"], "replay/demo");
-    let error = serve.next();
-    assert_eq!(error["type"], "error");
-    assert!(
-        error["message"].as_str().unwrap().contains("nowhere"),
-        "{error}"
-    );
+    // A near-miss provider name, and a file that is not TOML at all.
+    let configs = [
+        (
+            "model = \"loacl/x\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            "loacl/x",
+            "did you mean `local`?",
+        ),
+        (
+            "model = \"local/x\"\n[providers.local\nkind = \"openai\"\n",
+            "local/x",
+            "cannot be read",
+        ),
+    ];
+    for (config, model, why) in configs {
+        home.write_config(config);
+        let mut serve = Serve::start(&home);
+        let batch = serve.skip_startup();
+        assert_eq!(batch[0]["model"], model, "{config}");
+        assert_eq!(batch[1]["type"], "model_status");
+        assert_eq!(batch[1]["state"], "invalid_config", "{:?}", batch[1]);
+        serve.send(json!({"op": "user_message", "content": "hi"}));
+        let mut errors = Vec::new();
+        loop {
+            let event = serve.next();
+            assert_ne!(event["type"], "assistant_delta", "the demo answered: {event}");
+            match event["type"].as_str() {
+                Some("error") => errors.push(event["message"].as_str().unwrap().to_owned()),
+                Some("status") if event["message"] != "thinking" => break,
+                _ => {}
+            }
+        }
+        assert!(errors.iter().any(|e| e.contains(why)), "{config}: {errors:#?}");
+        assert!(
+            errors.iter().all(|e| !e.contains("demo")),
+            "{config}: {errors:#?}"
+        );
+    }
 }
 
 #[test]

@@ -196,3 +196,42 @@ fn bad_arguments_say_why() {
     assert_eq!(code, Some(2), "--chat needs --headless");
     assert!(events.is_empty());
 }
+
+#[test]
+fn a_config_that_cannot_be_used_exits_2_and_runs_nothing() {
+    let model = MockModel::start();
+    let home = Home::new();
+    let good = format!(
+        "model = \"mock/m\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n",
+        model.base_url()
+    );
+    let broken = [
+        ("a syntax error", "model = \"mock/m\n".to_owned(), "config error"),
+        ("an unknown key", format!("colour = \"blue\"\n{good}"), "colour"),
+        (
+            "a provider that does not exist",
+            good.replace("model = \"mock/m\"", "model = \"mokc/m\""),
+            "did you mean `mock`?",
+        ),
+    ];
+    for (what, config, says) in broken {
+        home.write_config(&config);
+        let (events, code) = finish(headless(&home, &["hi"]));
+        assert_eq!(code, Some(2), "{what}: {events:#?}");
+        assert_eq!(events[0]["type"], "hello", "{what}");
+        let errors: Vec<&str> = events[1..]
+            .iter()
+            .map(|e| {
+                assert_eq!(e["type"], "error", "{what}: only errors follow hello: {e}");
+                e["message"].as_str().unwrap()
+            })
+            .collect();
+        assert!(errors.iter().any(|e| e.contains(says)), "{what}: {errors:#?}");
+    }
+    assert_eq!(model.requests().len(), 0, "no request reached the model");
+    // The same file without its mistake runs.
+    home.write_config(&good);
+    model.push(text_reply(&["fine"]));
+    let (_, code) = finish(headless(&home, &["hi"]));
+    assert_eq!(code, Some(0));
+}

@@ -263,9 +263,12 @@ pub trait ModelCatalog: Send + Sync {
     /// The model a new session starts on.
     fn default_model(&self) -> Result<ResolvedModel, String>;
 
-    /// The offline demo model, used when the configured model cannot be resolved so a
-    /// session always starts.
-    fn fallback(&self) -> ResolvedModel;
+    /// Stands in for the model a new session should start on when it cannot be
+    /// resolved (`why`): it keeps that model's name, reports `invalid_config`, and fails
+    /// every request with `why`. A session always starts, but never on a model the user
+    /// did not choose (the offline demo answering in place of a broken config would
+    /// look like success).
+    fn unusable(&self, why: &str) -> ResolvedModel;
 
     /// Resolves `provider/model`, or a bare model name of a configured provider (the
     /// current provider first).

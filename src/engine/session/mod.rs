@@ -215,8 +215,9 @@ impl Session {
         let model = match params.catalog.default_model() {
             Ok(model) => model,
             Err(err) => {
-                errors.push(format!("{err}; using the offline demo model replay/demo"));
-                params.catalog.fallback()
+                let model = params.catalog.unusable(&err);
+                errors.push(err);
+                model
             }
         };
         let journal = params.journal.clone();
