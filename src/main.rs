@@ -497,8 +497,12 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
                 Ok(flags) => flags,
                 Err(message) => return fail(&message),
             };
+            let advice_profile = profile.clone();
             match daemon_cli::run_foreground(profile, &socket, flags) {
                 Ok(()) => 0,
+                Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => {
+                    fail(&daemon_cli::already_running_advice(&err, &advice_profile))
+                }
                 Err(err) => fail(&format!("daemon: {err}")),
             }
         }

@@ -253,9 +253,15 @@ fn a_file_that_is_not_toml_still_names_its_model() {
     assert_eq!(loaded.problems.len(), 1, "{:?}", loaded.problems);
     assert_eq!(loaded.config.model.as_deref(), Some("local/qwen"));
 
-    let nothing = LoadedConfig::parse(Path::new("/p/config.toml"), "[providers.local\nmodel = 'x'\n");
+    let nothing = LoadedConfig::parse(
+        Path::new("/p/config.toml"),
+        "[providers.local\nmodel = 'x'\n",
+    );
     assert!(nothing.unreadable);
-    assert_eq!(nothing.config.model, None, "a model under a table is not the session's");
+    assert_eq!(
+        nothing.config.model, None,
+        "a model under a table is not the session's"
+    );
     assert_eq!(salvage_model("model='a/b'"), Some("a/b".to_owned()));
     assert_eq!(salvage_model("models = \"a/b\""), None);
     assert_eq!(salvage_model("model = \"\""), None);

@@ -52,37 +52,66 @@ pub fn run_foreground(
         }
         let host = Arc::new(EngineHost::new(profile));
         let web_stop = tokio_util::sync::CancellationToken::new();
-        if let Some(config) = websocket {
-            let (listening, ready) = tokio::sync::oneshot::channel();
-            options.on_listening = Some(listening);
-            let backend = crate::transport::link::Backend::Daemon {
-                socket: socket.to_path_buf(),
-                start: false,
+        let (listening, ready) = tokio::sync::oneshot::channel();
+        options.on_listening = Some(listening);
+        let backend = crate::transport::link::Backend::Daemon {
+            socket: socket.to_path_buf(),
+            start: false,
+        };
+        let stop = web_stop.clone();
+        let shown_socket = socket.display().to_string();
+        tokio::spawn(async move {
+            if ready.await.is_err() {
+                return;
+            }
+            // Someone who started a daemon by hand is watching its terminal, not its log.
+            eprintln!("jucode daemon: listening on {shown_socket}");
+            let Some(config) = websocket else {
+                return;
             };
-            let stop = web_stop.clone();
-            tokio::spawn(async move {
-                if ready.await.is_err() {
-                    return;
-                }
-                match crate::transport::websocket::bind(&config).await {
-                    Ok(listener) => {
-                        crate::transport::websocket::serve(listener, config, backend, stop).await;
+            match crate::transport::websocket::bind(&config).await {
+                Ok(listener) => {
+                    if let Ok(address) = listener.local_addr() {
+                        eprintln!(
+                            "{}",
+                            crate::transport::websocket::announcement(&config, address)
+                        );
                     }
-                    Err(err) => tracing::error!(
+                    crate::transport::websocket::serve(listener, config, backend, stop).await;
+                }
+                Err(err) => {
+                    eprintln!(
+                        "jucode daemon: the WebSocket server cannot listen on {}:{}: {err}",
+                        config.host, config.port
+                    );
+                    tracing::error!(
                         %err,
                         host = %config.host,
                         port = config.port,
                         "the WebSocket server cannot listen"
-                    ),
+                    );
                 }
-            });
-        }
+            }
+        });
         let served = jucode_daemon::run(host, options, stop_signal()).await;
         web_stop.cancel();
         // Sessions have ended; their files' writers finish what they were given.
         crate::sessions::flush_all(std::time::Duration::from_secs(10)).await;
         served
     })
+}
+
+/// What to do when `jucode daemon` finds another daemon holding this profile's socket
+/// (`err`, whose message names the socket): the running one keeps serving, and its
+/// WebSocket server is whatever its own config said when it started.
+pub fn already_running_advice(err: &std::io::Error, profile: &Profile) -> String {
+    format!(
+        "{err}.\n  To run this daemon instead: `jucode daemon stop`, then run this command again \
+         (sessions of the running daemon are saved and can be resumed).\n  To have every daemon \
+         serve the WebSocket and the dashboard, set `port` in the [websocket] table of {} \
+         (docs/websocket.md); the daemon `jucode serve` starts then serves it too.",
+        profile.config_path().display()
+    )
 }
 
 /// Completes on SIGTERM or SIGINT. SIGHUP is ignored: a daemon started from a terminal

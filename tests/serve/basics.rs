@@ -148,14 +148,20 @@ fn a_configured_model_that_cannot_be_used_is_never_replaced_by_the_demo() {
         let mut errors = Vec::new();
         loop {
             let event = serve.next();
-            assert_ne!(event["type"], "assistant_delta", "the demo answered: {event}");
+            assert_ne!(
+                event["type"], "assistant_delta",
+                "the demo answered: {event}"
+            );
             match event["type"].as_str() {
                 Some("error") => errors.push(event["message"].as_str().unwrap().to_owned()),
                 Some("status") if event["message"] != "thinking" => break,
                 _ => {}
             }
         }
-        assert!(errors.iter().any(|e| e.contains(why)), "{config}: {errors:#?}");
+        assert!(
+            errors.iter().any(|e| e.contains(why)),
+            "{config}: {errors:#?}"
+        );
         assert!(
             errors.iter().all(|e| !e.contains("demo")),
             "{config}: {errors:#?}"

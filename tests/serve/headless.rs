@@ -206,8 +206,16 @@ fn a_config_that_cannot_be_used_exits_2_and_runs_nothing() {
         model.base_url()
     );
     let broken = [
-        ("a syntax error", "model = \"mock/m\n".to_owned(), "config error"),
-        ("an unknown key", format!("colour = \"blue\"\n{good}"), "colour"),
+        (
+            "a syntax error",
+            "model = \"mock/m\n".to_owned(),
+            "config error",
+        ),
+        (
+            "an unknown key",
+            format!("colour = \"blue\"\n{good}"),
+            "colour",
+        ),
         (
             "a provider that does not exist",
             good.replace("model = \"mock/m\"", "model = \"mokc/m\""),
@@ -226,7 +234,10 @@ fn a_config_that_cannot_be_used_exits_2_and_runs_nothing() {
                 e["message"].as_str().unwrap()
             })
             .collect();
-        assert!(errors.iter().any(|e| e.contains(says)), "{what}: {errors:#?}");
+        assert!(
+            errors.iter().any(|e| e.contains(says)),
+            "{what}: {errors:#?}"
+        );
     }
     assert_eq!(model.requests().len(), 0, "no request reached the model");
     // The same file without its mistake runs.

@@ -66,3 +66,31 @@ fn malformed_handshakes_are_refused() {
     }
     daemon.stop();
 }
+
+#[test]
+fn a_foreground_daemon_says_where_it_listens_and_a_second_one_what_to_do() {
+    let home = Home::new();
+    let port = free_port();
+    let daemon = WsDaemon::start(&home, &format!(r#"{{"port": {port}}}"#), port, &[]);
+    daemon.wait_listening();
+
+    let second = home.jucode(&["daemon", "--server-config", r#"{"port": 1}"#]);
+    assert_eq!(second.status.code(), Some(1));
+    let advice = String::from_utf8_lossy(&second.stderr);
+    assert!(advice.contains("already running"), "{advice}");
+    assert!(
+        advice.contains("`jucode daemon stop`, then run this command again"),
+        "{advice}"
+    );
+    assert!(advice.contains("[websocket]"), "{advice}");
+
+    let said = daemon.stop();
+    let socket = home.socket().display().to_string();
+    assert!(said.contains(&format!("listening on {socket}")), "{said}");
+    assert!(said.contains(&format!("ws://127.0.0.1:{port}/")), "{said}");
+    assert!(
+        said.contains(&format!("dashboard at http://127.0.0.1:{port}/")),
+        "{said}"
+    );
+    assert!(said.contains("no token: any program of any user"), "{said}");
+}

@@ -192,6 +192,25 @@ pub fn configured(
     )
 }
 
+/// What a foreground daemon prints on stderr once its WebSocket server listens at
+/// `address`: where, the dashboard's URL, and, without a token, what that means.
+pub fn announcement(config: &ServerConfig, address: std::net::SocketAddr) -> String {
+    let mut text = format!("jucode daemon: WebSocket JSON-RPC on ws://{address}/");
+    match &config.token {
+        Some(_) => text.push_str(&format!(
+            "\njucode daemon: dashboard at http://{address}/#token=<token> (the configured token)"
+        )),
+        None => {
+            text.push_str(&format!("\njucode daemon: dashboard at http://{address}/"));
+            text.push_str(
+                "\njucode daemon: no token: any program of any user on this machine can connect and \
+                 drive your sessions (set JUCODE_WEBSOCKET_TOKEN to require one)",
+            );
+        }
+    }
+    text
+}
+
 /// Binds the listener (so a failure to bind is reported before anything is served).
 pub async fn bind(config: &ServerConfig) -> std::io::Result<TcpListener> {
     let host = config.host.trim_start_matches('[').trim_end_matches(']');
