@@ -351,3 +351,35 @@ fn a_json_array_is_never_an_op() {
     assert!(serve.rest().is_empty());
     assert_eq!(serve.wait().code(), Some(0));
 }
+
+#[test]
+fn a_message_that_is_a_command_still_runs_as_a_turn_and_says_how_to_run_the_command() {
+    let home = Home::new();
+    let mut serve = Serve::ready(&home);
+    serve.next(); // demo notice
+    serve.send(json!({"op": "user_message", "content": "  /help  "}));
+    let advice = serve.next();
+    assert_eq!(advice["type"], "info", "{advice}");
+    let message = advice["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"{"op":"command","input":"/help"}"#),
+        "{message}"
+    );
+    let echo = serve.next();
+    assert_eq!(echo["type"], "user_message", "the turn still runs: {echo}");
+    assert_eq!(echo["content"], "  /help  ");
+    let turn = serve.until_status("ready");
+    assert!(
+        turn.iter().all(
+            |e| e["type"] != "info" || !e["message"].as_str().unwrap().contains("is a command")
+        )
+    );
+
+    // Not a command, or more than one line: no advice.
+    for content in ["/nonesuch", "/help\nand then more", "help"] {
+        serve.send(json!({"op": "user_message", "content": content}));
+        let echo = serve.next();
+        assert_eq!(echo["type"], "user_message", "{content:?}: {echo}");
+        serve.until_status("ready");
+    }
+}

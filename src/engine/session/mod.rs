@@ -404,7 +404,10 @@ impl Session {
 
     async fn handle(&mut self, op: Op) -> Flow {
         match op {
-            Op::UserMessage(input) => self.submit(input).await,
+            Op::UserMessage(input) => {
+                self.advise_command_as_message(&input.content).await;
+                self.submit(input).await;
+            }
             Op::Command { input } => return self.command(&input).await,
             Op::Steer { index } => self.steer(index).await,
             Op::Unqueue { index } => self.unqueue(index).await,

@@ -4,6 +4,33 @@ use super::{Session, SteerInbox};
 use crate::protocol::{Event, Resolution, SessionStatus, UnqueuedEvent, UserInput};
 
 impl Session {
+    /// A message that is one of the session's commands (`/help`, `/compact`) goes to the
+    /// model as text, as the protocol says a `user_message` does; the sender is told,
+    /// once per such message, how it would have run the command instead.
+    pub(super) async fn advise_command_as_message(&self, content: &str) {
+        let line = content.trim();
+        if !line.starts_with('/') || line.contains('\n') {
+            return;
+        }
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if !self
+            .command_list()
+            .iter()
+            .any(|known| known.command == name)
+        {
+            return;
+        }
+        let op = serde_json::to_string(&crate::protocol::Op::Command {
+            input: line.to_owned(),
+        })
+        .unwrap_or_default();
+        self.reply(Event::info(format!(
+            "{name} is a command, but it came as a user_message, so the model reads it as \
+             text; to run it, send {op}"
+        )))
+        .await;
+    }
+
     pub(super) async fn submit(&mut self, input: UserInput) {
         if self.turn.is_some() {
             self.queue.push_back(input);
