@@ -399,10 +399,7 @@ fn sessions(args: SessionsArgs) -> u8 {
     };
     match args.action {
         Some(SessionsAction::Rm { id }) => match jucode::sessions::remove(&profile.dir, &id) {
-            Ok(path) => {
-                println!("removed session {id} ({})", path.display());
-                0
-            }
+            Ok(path) => print_out(&format!("removed session {id} ({})\n", path.display())),
             Err(message) => fail(&message),
         },
         None => {
@@ -441,8 +438,7 @@ fn sessions(args: SessionsArgs) -> u8 {
                     )),
                 }
             }
-            print!("{out}");
-            0
+            print_out(&out)
         }
     }
 }
@@ -459,12 +455,7 @@ fn on_remote(host: String, program: String, dialect: remote::Dialect) -> u8 {
 }
 
 fn schema() -> u8 {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(jucode::protocol::schema::document_text().as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    match jucode::transport::stdio::print_stdout(&jucode::protocol::schema::document_text()) {
         Ok(()) => 0,
         Err(err) => fail(&format!("cannot write the schema: {err}")),
     }
@@ -530,6 +521,15 @@ fn checked_profile() -> Result<Profile, u8> {
         2
     })?;
     Ok(profile)
+}
+
+/// Prints a command's result: 0, or 1 when stdout cannot be written (a closed pipe is
+/// fine: see `print_stdout`).
+fn print_out(text: &str) -> u8 {
+    match jucode::transport::stdio::print_stdout(text) {
+        Ok(()) => 0,
+        Err(err) => fail(&format!("cannot write to stdout: {err}")),
+    }
 }
 
 fn fail(message: &str) -> u8 {

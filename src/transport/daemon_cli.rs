@@ -101,6 +101,12 @@ pub fn run_foreground(
     })
 }
 
+fn print_status(status: &DaemonStatus) -> Result<u8, String> {
+    super::stdio::print_stdout(&format!("{}\n", status_json(status)))
+        .map(|()| 0)
+        .map_err(|err| format!("cannot write to stdout: {err}"))
+}
+
 /// What to do when `jucode daemon` finds another daemon holding this profile's socket
 /// (`err`, whose message names the socket): the running one keeps serving, and its
 /// WebSocket server is whatever its own config said when it started.
@@ -149,8 +155,7 @@ pub fn start(socket: &Path) -> Result<u8, String> {
             .await
             .map_err(|err| format!("cannot start the daemon at {}: {err}", socket.display()))?;
         let status = ask_status(stream).await?;
-        println!("{}", status_json(&status));
-        Ok(0)
+        print_status(&status)
     })
 }
 
@@ -213,10 +218,7 @@ pub fn stop(socket: &Path) -> Result<u8, String> {
 pub fn status(socket: &Path) -> Result<u8, String> {
     block_on(async {
         match jucode_daemon::connect(socket).await {
-            Ok(stream) => {
-                println!("{}", status_json(&ask_status(stream).await?));
-                Ok(0)
-            }
+            Ok(stream) => print_status(&ask_status(stream).await?),
             Err(err) => {
                 eprintln!("no jucode daemon answers at {}: {err}", socket.display());
                 Ok(1)

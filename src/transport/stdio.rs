@@ -17,6 +17,23 @@ use tokio_util::codec::Decoder;
 use crate::engine::{Input, Outbound, SOLE_CLIENT};
 use crate::protocol::{EventLine, Frame, LineCodec, parse_op};
 
+/// Writes `text` to stdout and flushes: what every command that prints a result
+/// (`schema`, `sessions`, `daemon status`) prints through. A reader that stopped
+/// reading (`jucode schema | head`) is not a failure of the command: the rest of its
+/// output was simply not wanted, so a closed pipe is `Ok` and the command exits 0
+/// without a word. (Rust ignores SIGPIPE, so a closed pipe is an `EPIPE` here, and
+/// `println!` would panic on it.)
+pub fn print_stdout(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
 /// before anything else. The thread ends once every sender is dropped and all lines
 /// are out, or when stdout is closed.

@@ -131,3 +131,45 @@ fn events_the_spec_shows_validate() {
         assert!(event_error(&bad).is_some(), "{bad} validated as an event");
     }
 }
+
+/// `jucode <args>` with stdout a pipe nobody reads any more (`jucode schema | head`
+/// after head exits): every write fails with EPIPE.
+fn into_a_closed_pipe(home: &Home, args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_jucode"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("JUCODE_HOME", home.path())
+        .current_dir(home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run jucode")
+}
+
+#[test]
+fn every_command_that_prints_ends_quietly_with_0_on_a_closed_pipe() {
+    let home = Home::new();
+    // A saved session, so that `sessions` has something to print.
+    let run = home.jucode(&["--headless", "hi"]);
+    assert!(run.status.success(), "{run:?}");
+    for args in [
+        &["schema"][..],
+        &["--help"],
+        &["--version"],
+        &["sessions"],
+        &["sessions", "--help"],
+    ] {
+        let output = into_a_closed_pipe(&home, args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            "",
+            "{args:?} says nothing"
+        );
+    }
+}
