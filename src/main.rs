@@ -130,6 +130,10 @@ enum SessionsAction {
     Rm {
         /// The session id, as `jucode sessions` lists it.
         id: String,
+        /// When the daemon runs the session, close it there first (a running turn is
+        /// stopped), then delete it.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -398,10 +402,7 @@ fn sessions(args: SessionsArgs) -> u8 {
         Err(code) => return code,
     };
     match args.action {
-        Some(SessionsAction::Rm { id }) => match jucode::sessions::remove(&profile.dir, &id) {
-            Ok(path) => print_out(&format!("removed session {id} ({})\n", path.display())),
-            Err(message) => fail(&message),
-        },
+        Some(SessionsAction::Rm { id, force }) => remove_session(&profile, &id, force),
         None => {
             let cwd = std::env::current_dir().ok();
             let saved = match jucode::sessions::list(&profile.dir, cwd.as_deref()) {
@@ -521,6 +522,40 @@ fn checked_profile() -> Result<Profile, u8> {
         2
     })?;
     Ok(profile)
+}
+
+/// `jucode sessions rm [--force] ID`.
+fn remove_session(profile: &Profile, id: &str, force: bool) -> u8 {
+    use jucode::sessions::RemoveError;
+    let removed = match jucode::sessions::remove(&profile.dir, id) {
+        Err(RemoveError::OpenInDaemon(_)) if force => {
+            let Some(socket) = jucode_daemon::default_socket_path_from_env() else {
+                return fail("cannot find the daemon socket: set JUCODE_HOME");
+            };
+            if let Err(message) = daemon_cli::close_session(&socket, id) {
+                return fail(&format!(
+                    "cannot close session {id} in the daemon: {message}"
+                ));
+            }
+            // The daemon releases the file once the session's last entries are written.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut pause = std::time::Duration::from_millis(5);
+            loop {
+                match jucode::sessions::remove(&profile.dir, id) {
+                    Err(RemoveError::OpenInDaemon(_)) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(std::time::Duration::from_millis(200));
+                    }
+                    other => break other,
+                }
+            }
+        }
+        other => other,
+    };
+    match removed {
+        Ok(path) => print_out(&format!("removed session {id} ({})\n", path.display())),
+        Err(err) => fail(&err.to_string()),
+    }
 }
 
 /// Prints a command's result: 0, or 1 when stdout cannot be written (a closed pipe is

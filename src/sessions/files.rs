@@ -87,6 +87,25 @@ pub struct SessionLock {
 /// takes this lock first (a new file, a saved one continued, one written anew, a
 /// removal), so this is where that is checked.
 pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
+    try_lock(dir, id, by).map_err(|err| match err {
+        LockError::Held(holder) => held_message(id, holder),
+        LockError::Other(message) => message,
+    })
+}
+
+enum LockError {
+    /// Another process holds the lock (who, when its lock file says so).
+    Held(Option<Holder>),
+    Other(String),
+}
+
+impl From<String> for LockError {
+    fn from(message: String) -> Self {
+        Self::Other(message)
+    }
+}
+
+fn try_lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, LockError> {
     let profile = dir.parent().and_then(Path::parent).unwrap_or(Path::new(""));
     crate::config::private::create_dir_below(profile, dir)?;
     crate::config::private::refuse_link(&dir.join(format!("{id}.jsonl")))?;
@@ -103,10 +122,13 @@ pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
         Err(fs::TryLockError::WouldBlock) => {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
-            return Err(held_message(id, serde_json::from_str::<Holder>(&text).ok()));
+            return Err(LockError::Held(serde_json::from_str::<Holder>(&text).ok()));
         }
         Err(fs::TryLockError::Error(err)) => {
-            return Err(format!("cannot lock {}: {err}", path.display()));
+            return Err(LockError::Other(format!(
+                "cannot lock {}: {err}",
+                path.display()
+            )));
         }
     }
     let holder = Holder {
@@ -400,14 +422,52 @@ pub fn open_for_append(path: &Path) -> std::io::Result<fs::File> {
 }
 
 /// Deletes a saved session; refused while a process holds it.
-pub fn remove(profile_dir: &Path, id: &str) -> Result<PathBuf, String> {
-    let path = find(profile_dir, id).ok_or_else(|| format!("unknown session: {id}"))?;
+pub fn remove(profile_dir: &Path, id: &str) -> Result<PathBuf, RemoveError> {
+    let path = find(profile_dir, id)
+        .ok_or_else(|| RemoveError::Other(format!("unknown session: {id}")))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let held = lock(dir, id, "remove")?;
-    fs::remove_file(&path).map_err(|err| format!("cannot remove {}: {err}", path.display()))?;
+    let held = try_lock(dir, id, "remove").map_err(|err| match err {
+        LockError::Held(Some(holder)) if holder.by == "daemon" => RemoveError::OpenInDaemon(
+            format!(
+                "session {id} is open in the jucode daemon (pid {}), so its file cannot be removed: \
+                 `jucode sessions rm --force {id}` closes it there first (a running turn is \
+                 stopped), or close it from the front-end that shows it",
+                holder.pid
+            ),
+        ),
+        LockError::Held(Some(holder)) => RemoveError::Other(format!(
+            "session {id} is open in another jucode process (pid {}, jucode serve --in-process), \
+             so its file cannot be removed: end that process first (quit its front-end, or \
+             `kill {}`), then run this again",
+            holder.pid, holder.pid
+        )),
+        LockError::Held(None) => RemoveError::Other(format!(
+            "session {id} is open in another jucode process, so its file cannot be removed: \
+             end that process first"
+        )),
+        LockError::Other(message) => RemoveError::Other(message),
+    })?;
+    fs::remove_file(&path)
+        .map_err(|err| RemoveError::Other(format!("cannot remove {}: {err}", path.display())))?;
     drop(held);
     let _ = fs::remove_file(dir.join(format!("{id}.lock")));
     Ok(path)
+}
+
+/// Why [`remove`] did not remove a session.
+#[derive(Debug)]
+pub enum RemoveError {
+    /// The daemon runs the session: closing it there first would let the removal go on.
+    OpenInDaemon(String),
+    Other(String),
+}
+
+impl std::fmt::Display for RemoveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::OpenInDaemon(message) | Self::Other(message) => f.write_str(message),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ mod writer;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use files::{SavedSession, find, list, remove, sessions_dir, valid_id};
+pub use files::{RemoveError, SavedSession, find, list, remove, sessions_dir, valid_id};
 pub use writer::flush_all;
 /// The loader and the line encoder, for the fuzz targets (`crate::fuzzing`).
 #[cfg(any(test, feature = "fuzzing"))]

@@ -101,6 +101,55 @@ pub fn run_foreground(
     })
 }
 
+/// `jucode sessions rm --force`: asks the daemon at `socket` to close session `id` (its
+/// running turn stops, its clients get `session_closed`). Returns once the daemon has
+/// taken the request; the session's file is released a moment later, when its writer
+/// has finished.
+pub fn close_session(socket: &Path, id: &str) -> Result<(), String> {
+    block_on(async {
+        let stream = jucode_daemon::connect(socket)
+            .await
+            .map_err(|err| format!("no jucode daemon answers at {}: {err}", socket.display()))?;
+        let (reader, mut writer) = tokio::io::split(stream);
+        let mut reader = BufReader::new(reader);
+        let close = DaemonOp::Close {
+            session: Some(id.to_owned()),
+        };
+        writer
+            .write_all(&encode_line(&close))
+            .await
+            .map_err(|err| format!("cannot talk to the daemon: {err}"))?;
+        let wait = super::shim::HELLO_TIMEOUT;
+        let answer = tokio::time::timeout(wait, async {
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let read = reader
+                    .read_until(b'\n', &mut line)
+                    .await
+                    .map_err(|err| format!("cannot read from the daemon: {err}"))?;
+                if read == 0 {
+                    return Err("the daemon closed the connection".to_owned());
+                }
+                match serde_json::from_slice(&line) {
+                    Ok(DaemonEvent::Info { session, .. }) if session.as_deref() == Some(id) => {
+                        return Ok(());
+                    }
+                    Ok(DaemonEvent::Error { message, .. }) => return Err(message),
+                    _ => {}
+                }
+            }
+        })
+        .await;
+        answer.unwrap_or_else(|_| {
+            Err(format!(
+                "the daemon did not answer close within {} s",
+                wait.as_secs()
+            ))
+        })
+    })
+}
+
 fn print_status(status: &DaemonStatus) -> Result<u8, String> {
     super::stdio::print_stdout(&format!("{}\n", status_json(status)))
         .map(|()| 0)

@@ -129,9 +129,27 @@ fn one_writer_per_session_file() {
         "{message}"
     );
     assert_eq!(other.wait().code(), Some(2));
-    // And `sessions rm` refuses to delete it.
+    // And `sessions rm` refuses to delete it, saying how to close it.
     let rm = home.jucode(&["sessions", "rm", &id]);
-    assert_ne!(rm.status.code(), Some(0));
+    assert_eq!(rm.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&rm.stderr);
+    assert!(
+        said.contains(&format!("jucode sessions rm --force {id}")),
+        "{said}"
+    );
+    assert!(!said.contains("attach"), "{said}");
+    let file = crate::common::serve::session_file(home.path(), &id);
+    assert!(file.exists());
+    // `--force` closes it in the daemon first: its client is told, the file is gone.
+    let rm = home.jucode(&["sessions", "rm", "--force", &id]);
+    assert_eq!(rm.status.code(), Some(0), "{rm:?}");
+    assert!(String::from_utf8_lossy(&rm.stdout).contains(&format!("removed session {id}")));
+    assert!(!file.exists());
+    let closed = held.until("session_closed");
+    assert_eq!(closed.last().unwrap()["reason"], "closed");
+    assert_eq!(held.wait().code(), Some(0));
+    let gone = home.jucode(&["sessions", "rm", "--force", &id]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("unknown session"));
 }
 
 #[test]
