@@ -149,7 +149,7 @@ impl AnthropicClient {
             let response = pending
                 .send()
                 .await
-                .map_err(|err| request_error(&err, &format!("request to {endpoint} failed")))?;
+                .map_err(|err| request_error(err, &format!("request to {endpoint} failed")))?;
             let status = response.status().as_u16();
             if !(200..300).contains(&status) {
                 let headers = response.headers().clone();

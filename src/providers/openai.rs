@@ -141,7 +141,7 @@ impl OpenAiClient {
             let response = pending
                 .send()
                 .await
-                .map_err(|err| request_error(&err, &format!("request to {endpoint} failed")))?;
+                .map_err(|err| request_error(err, &format!("request to {endpoint} failed")))?;
             let status = response.status().as_u16();
             if !(200..300).contains(&status) {
                 let retry_after = retry_after(response.headers(), SystemTime::now());
@@ -211,7 +211,7 @@ pub(crate) fn http_client(
     }
     let client = builder
         .build()
-        .map_err(|err| request_error(&err, "cannot set up the HTTP client"))?;
+        .map_err(|err| request_error(err, "cannot set up the HTTP client"))?;
     clients.insert((connect_timeout, tls), client.clone());
     Ok(client)
 }
@@ -420,9 +420,13 @@ pub(crate) async fn read_capped(mut response: reqwest::Response) -> String {
 
 /// A reqwest failure: a request that could not be built is permanent; anything else
 /// (connect, TLS, timeout, reset) is worth another try.
-pub(crate) fn request_error(err: &reqwest::Error, context: &str) -> ModelError {
-    let message = format!("{context}: {}", error_chain(err));
-    if err.is_builder() {
+/// `context` says which request failed; the URL is left out of reqwest's own text,
+/// which would repeat it ("request to URL failed: error sending request for url (URL)").
+pub(crate) fn request_error(err: reqwest::Error, context: &str) -> ModelError {
+    let builder = err.is_builder();
+    let err = err.without_url();
+    let message = format!("{context}: {}", error_chain(&err));
+    if builder {
         ModelError::fatal(message)
     } else {
         ModelError::transient(message, None)
@@ -512,7 +516,7 @@ async fn whole_reply(response: reqwest::Response) -> Result<ModelStream, ModelEr
     let body = response
         .bytes()
         .await
-        .map_err(|err| request_error(&err, "cannot read the reply"))?;
+        .map_err(|err| request_error(err, "cannot read the reply"))?;
     let mut parser = ChunkParser::new();
     let mut events = parser.push(&String::from_utf8_lossy(&body))?;
     events.extend(parser.finish(false)?);

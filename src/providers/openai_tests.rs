@@ -374,11 +374,13 @@ async fn cut_stream_and_refused_connection_are_transient() {
         .err()
         .unwrap();
     assert_eq!(err.retry, Retry::After(None), "{}", err.message);
-    assert!(
-        err.message.contains("/v1/chat/completions"),
-        "{}",
+    assert_eq!(
+        err.message.matches("/v1/chat/completions").count(),
+        1,
+        "the URL is named once: {}",
         err.message
     );
+    assert!(err.message.contains("refused"), "{}", err.message);
 }
 
 #[tokio::test]
