@@ -1,7 +1,8 @@
 //! The dashboard page in headless Chromium (Debian's `chromium`, which `.ci/run`
 //! installs; `JUCODE_CHROMIUM` names another), driven through its DevTools protocol by
-//! `dashboard_cdp.py`: it loads, shows a session, streams a scripted turn and answers
-//! an approval.
+//! `dashboard_cdp.py`: it loads, opens a session in a folder it asks for (offering
+//! recent ones), streams a scripted turn, answers an approval, and shows each session's
+//! title, state and usage, also when opened from the list.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,6 +48,8 @@ fn the_dashboard_streams_a_turn_and_answers_an_approval_in_chromium() {
     let daemon = WsDaemon::start(&home, &format!(r#"{{"port": {port}}}"#), port, &[]);
     daemon.wait_listening();
     let profile = home.path().join("chromium-profile");
+    let workdir = home.path().join("proj");
+    std::fs::create_dir(&workdir).unwrap();
     let screenshot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/dashboard.png");
     crate::run_case_script(
         &python,
@@ -55,9 +58,13 @@ fn the_dashboard_streams_a_turn_and_answers_an_approval_in_chromium() {
             ("DASHBOARD_URL", format!("http://127.0.0.1:{port}/")),
             ("CHROMIUM", chromium.display().to_string()),
             ("PROFILE", profile.display().to_string()),
+            ("WORKDIR", workdir.display().to_string()),
             ("SCREENSHOT", screenshot.display().to_string()),
         ],
     );
-    assert!(home.path().join("dash.txt").exists());
+    assert!(
+        workdir.join("dash.txt").exists(),
+        "the turn ran in the chosen folder"
+    );
     daemon.stop();
 }

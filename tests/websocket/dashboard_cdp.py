@@ -4,7 +4,8 @@ Run by `tests/websocket/dashboard.rs` with the daemon serving the page at DASHBO
 and the model scripted for one turn with one approval. Every wait is bounded and waits
 on an event: Chromium's announcement, the page's load, the DOM changing (a
 MutationObserver), never on time. Env: DASHBOARD_URL, CHROMIUM,
-PROFILE (a fresh user data dir), SCREENSHOT (optional: where to save one).
+PROFILE (a fresh user data dir), WORKDIR (the folder the session is opened in; not the
+daemon's $HOME), SCREENSHOT (optional: where to save one).
 """
 
 import asyncio
@@ -122,18 +123,68 @@ async def main():
             await page.send("Page.navigate", {"url": os.environ["DASHBOARD_URL"]}, page.session)
             await page.event("Page.loadEventFired")
             await page.wait("document.body && document.body.dataset.connection && document.body.dataset.connection.startsWith('jucode')", "the page to connect")
+            workdir = os.environ["WORKDIR"]
+            # "New" asks for a folder: a relative one is refused on the page.
             await page.eval("document.getElementById('new-session').click()")
+            await page.wait("document.getElementById('new-dialog').open", "the folder dialog")
+            await page.eval("document.getElementById('new-cwd').value = 'proj'; document.getElementById('new-form').requestSubmit()")
+            await page.wait("document.getElementById('new-error').textContent.includes('absolute')", "the relative folder refused")
+            await page.eval(f"document.getElementById('new-cwd').value = {json.dumps(workdir)}; document.getElementById('new-form').requestSubmit()")
             await page.wait("document.getElementById('title').dataset.session", "a session")
             sid = await page.eval("document.getElementById('title').dataset.session")
-            await page.wait(f"document.querySelector('#sessions li[data-session=\"{sid}\"]')", "the session in the list")
+            title = await page.eval("document.getElementById('title').textContent")
+            assert title == "(new session)", f"the pane title is not the raw id: {title!r}"
+            row = f"document.querySelector('#sessions li[data-session=\"{sid}\"]')"
+            await page.wait(row, "the session in the list")
+            assert await page.eval(f"{row}.querySelector('.cwd').textContent") == workdir
             await page.eval("document.getElementById('prompt').value = 'make a file'; document.getElementById('composer').requestSubmit()")
             await page.wait("document.querySelector('.msg.user')", "the user message")
             await page.wait("document.querySelector('.approval button[data-option=\"allow_once\"]')", "the approval")
             await page.eval("document.querySelector('.approval button[data-option=\"allow_once\"]').click()")
             await page.wait("document.querySelector('.tool[data-status=\"completed\"]')", "the tool card completed")
+            kind = await page.eval("document.querySelector('.tool .title').textContent")
+            assert kind.startswith("command · "), f"the closing update kept the kind: {kind!r}"
             await page.wait("[...document.querySelectorAll('.msg.agent')].some(m => m.textContent.includes('Finished'))", "the reply")
             await page.wait("document.getElementById('state').dataset.state === 'idle'", "idle")
             assert await page.eval("document.querySelectorAll('.approval').length") == 0
+            # The row and the pane show the title; the row its state once.
+            await page.wait(f"{row}.querySelector('strong').textContent === 'make a file'", "the title in the list")
+            await page.wait("document.getElementById('title').textContent === 'make a file'", "the title on the pane")
+            meta = await page.eval(f"{row}.querySelector('.meta').textContent")
+            assert meta.count("ready") == 1 and "saved" not in meta, f"the state once: {meta!r}"
+            await page.wait("document.getElementById('usage').textContent.startsWith('context')", "the usage")
+
+            # A second "New" offers the folder just used.
+            await page.eval("document.getElementById('new-session').click()")
+            recent = f"document.querySelector('#recent-dirs button[data-cwd={json.dumps(json.dumps(workdir))[1:-1]}]')"
+            await page.wait(recent, "the recent folder offered")
+            await page.eval(f"{recent}.click()")
+            await page.wait(f"document.getElementById('title').dataset.session && document.getElementById('title').dataset.session !== '{sid}'", "a second session")
+            second = await page.eval("document.getElementById('title').dataset.session")
+            await page.wait(f"document.querySelector('#sessions li[data-session=\"{second}\"] .cwd')", "the second session in the list")
+            assert await page.eval(f"document.querySelector('#sessions li[data-session=\"{second}\"] .cwd').textContent") == workdir
+
+            # Back to the first one: its view is as it was.
+            await page.eval(f"{row}.click()")
+            await page.wait(f"document.getElementById('title').dataset.session === '{sid}'", "the first session again")
+            await page.wait("document.querySelector('.session-view:not([hidden]) .msg.user')", "its stream")
+            await page.wait("document.getElementById('usage').textContent.startsWith('context')", "its usage")
+
+            # A fresh page (a new connection) opening it from the list: its history,
+            # title, state and usage.
+            await page.send("Page.navigate", {"url": os.environ["DASHBOARD_URL"]}, page.session)
+            await page.event("Page.loadEventFired")
+            await page.wait("document.body && document.body.dataset.connection && document.body.dataset.connection.startsWith('jucode')", "the page to connect again")
+            await page.wait(row, "the session in the fresh list")
+            await page.eval(f"{row}.click()")
+            await page.wait(f"document.getElementById('title').dataset.session === '{sid}'", "the session opened from the list")
+            await page.wait("document.getElementById('title').textContent === 'make a file'", "its title")
+            await page.wait("document.querySelector('.session-view:not([hidden]) .msg.user')", "its history")
+            await page.wait("document.querySelector('.session-view:not([hidden]) .tool[data-status=\"completed\"]')", "its tool card")
+            replayed = await page.eval("document.querySelector('.session-view:not([hidden]) .tool .title').textContent")
+            assert replayed == "command · bash", f"a replayed card is titled: {replayed!r}"
+            await page.wait("document.getElementById('state').dataset.state === 'idle'", "its state")
+            await page.wait("document.getElementById('usage').textContent.startsWith('context')", "its usage")
             if os.environ.get("SCREENSHOT"):
                 shot = await page.send("Page.captureScreenshot", {"format": "png"}, page.session)
                 with open(os.environ["SCREENSHOT"], "wb") as f:

@@ -154,6 +154,9 @@ struct Session {
     turn: Option<RunningTurn>,
     /// Cumulative USD over the session's turns.
     cost: f64,
+    /// The last `context_usage` this session emitted (tokens, cost), for the snapshots
+    /// of clients that attach later; `None` until its first turn in this process.
+    last_context_usage: Option<(u64, f64)>,
     last_model_status: Option<ModelStatus>,
     internal_tx: mpsc::Sender<Internal>,
     internal_rx: mpsc::Receiver<Internal>,
@@ -260,6 +263,7 @@ impl Session {
             queue: VecDeque::new(),
             turn: None,
             cost: 0.0,
+            last_context_usage: None,
             last_model_status: None,
             params,
             internal_tx,

@@ -5,6 +5,7 @@ use super::Session;
 use bytes::Bytes;
 
 use crate::engine::builtin::plan_steps;
+use crate::engine::conversation::tokens;
 use crate::engine::emitter::SnapshotPart;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
@@ -78,7 +79,7 @@ impl Session {
     /// Answers a late joiner: the startup batch, the conversation so far (with the
     /// reply streaming right now), the queue, the goal, the step list, the subagents,
     /// open approval requests, whether the session is attended, deferred actions
-    /// waiting for a decision, and the current status. Built and queued under the shared
+    /// waiting for a decision, the last context usage, and the current status. Built and queued under the shared
     /// lock, so the live events that follow it continue exactly where it ends.
     pub(super) async fn snapshot(&mut self, token: u64) {
         let pending = self.pending_contents();
@@ -125,6 +126,13 @@ impl Session {
                         .open()
                         .map(|action| action.announced.clone()),
                 );
+                if let Some((tokens, cost)) = self.last_context_usage {
+                    events.push(Event::ContextUsage {
+                        tokens,
+                        tokenizer: tokens::TOKENIZER.to_owned(),
+                        cost,
+                    });
+                }
                 events.push(Event::status(shared.status.clone()));
                 events.0
             })

@@ -194,6 +194,7 @@ impl Session {
     pub(super) async fn emit_context_usage(&mut self, usage: &TurnUsage) {
         self.cost += tokens::cost(usage, &self.model.info);
         let tokens = self.context_tokens();
+        self.last_context_usage = Some((tokens, self.cost));
         self.emitter
             .emit(Event::ContextUsage {
                 tokens,

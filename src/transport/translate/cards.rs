@@ -167,10 +167,16 @@ pub fn card(name: &str, arguments: Option<&Value>, cwd: &str) -> Card {
         ),
         _ => (ToolKind::Other, name.to_owned(), vec![], vec![]),
     };
+    // Without its arguments (a replayed history keeps only name and result) a title
+    // such as "Read " says less than the tool's name.
+    let title = match arguments {
+        Some(_) if !title.trim().is_empty() => title.trim().to_owned(),
+        _ => name.to_owned(),
+    };
     Card {
         name: name.to_owned(),
         kind,
-        title: title.trim().to_owned(),
+        title,
         locations,
         preview,
         arguments: arguments.cloned(),

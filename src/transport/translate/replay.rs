@@ -33,7 +33,10 @@ pub(super) fn item(session: &mut Translator, item: &TranscriptItem) -> Vec<Sessi
             output,
             is_error,
         } => {
-            let card = cards::card(name, None, &session.cwd);
+            let mut card = cards::card(name, None, &session.cwd);
+            if session.dialect == Dialect::Dashboard {
+                card.kind = card.kind.for_dashboard();
+            }
             let update = ToolCallUpdate {
                 tool_call_id: call_id.clone(),
                 title: Some(card.title),

@@ -554,9 +554,19 @@ impl Dashboard {
                     let Some((id, kind)) = session.pending.take() else {
                         return;
                     };
+                    // What the session is doing as it is opened: a client showing it needs
+                    // this before its next `state_update`, which may be long in coming.
+                    let state = if !session.tr.open_approvals().is_empty() {
+                        "requires_action"
+                    } else if session.tr.running() {
+                        "running"
+                    } else {
+                        "idle"
+                    };
                     let mut result = json!({
                         "modes": translate::modes(session.tr.mode),
                         "configOptions": translate::config_options(&session.tr),
+                        "state": state,
                     });
                     if kind == Kind::New || kind == Kind::Attach {
                         result["sessionId"] = json!(name);
