@@ -426,6 +426,10 @@ impl From<Outbound> for jucode_daemon::HostOutput {
     fn from(output: Outbound) -> Self {
         match output {
             Outbound::Line(line) => Self::Line(line),
+            Outbound::Status { line, status } => Self::Status {
+                line,
+                state: status,
+            },
             Outbound::Reply { client, line } => Self::Reply { client, line },
             Outbound::Snapshot { token, lines } => Self::Snapshot { token, lines },
             Outbound::Barrier { token } => Self::Barrier { token },

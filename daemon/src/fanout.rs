@@ -39,6 +39,8 @@ pub(crate) async fn run<H: Host>(
     // Everything the engine has ready is taken at once and handed on as runs of lines.
     let mut items = Vec::new();
     let mut lines = Vec::new();
+    // The state the last `Status` of the run of `lines` set, delivered with them.
+    let mut state = None;
     loop {
         let received = tokio::select! {
             received = output.recv_many(&mut items, BATCH) => received,
@@ -54,8 +56,12 @@ pub(crate) async fn run<H: Host>(
         for item in items.drain(..) {
             match item.into() {
                 HostOutput::Line(line) => lines.push(line),
+                HostOutput::Status { line, state: new } => {
+                    lines.push(line);
+                    state = Some(new);
+                }
                 HostOutput::Reply { client, line } => {
-                    session.deliver_all(&lines);
+                    session.deliver_all(&lines, state.take());
                     lines.clear();
                     session.deliver_to(client, line);
                 }
@@ -64,19 +70,19 @@ pub(crate) async fn run<H: Host>(
                     lines: snapshot,
                 } => {
                     // Lines before the snapshot go out first: order is the contract.
-                    session.deliver_all(&lines);
+                    session.deliver_all(&lines, state.take());
                     lines.clear();
                     session.deliver_snapshot(token, snapshot);
                 }
                 HostOutput::Barrier { token } => {
-                    session.deliver_all(&lines);
+                    session.deliver_all(&lines, state.take());
                     lines.clear();
                     session.barrier_reached(token);
                 }
             }
         }
         if !lines.is_empty() {
-            session.deliver_all(&lines);
+            session.deliver_all(&lines, state.take());
             lines.clear();
         }
         // An idle session keeps no batch memory: thousands of them may wait.

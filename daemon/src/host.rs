@@ -120,6 +120,9 @@ pub enum ClientInput {
 pub enum HostOutput {
     /// One event line, `\n`-terminated, for every attached client.
     Line(Bytes),
+    /// A line for every attached client that also changes the session's state, as the
+    /// `sessions` answer lists it (`ready`, `streaming`, `queued: 2` ...).
+    Status { line: Bytes, state: Box<str> },
     /// One event line for one client only: the answer to that client's op (an error,
     /// a view). Dropped if the client has left.
     Reply { client: ClientId, line: Bytes },

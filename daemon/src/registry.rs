@@ -336,15 +336,12 @@ impl<I> Session<I> {
     /// queue overflows (or that is going away) is dropped from the session. The run is
     /// copied into one buffer once, and that same chunk goes to every client: a hundred
     /// clients cost a hundred reference counts per burst, not per line.
-    pub(crate) fn deliver_all(&self, lines: &[Bytes]) {
+    /// `state`, when one of the lines changed it, is the session's state after them.
+    pub(crate) fn deliver_all(&self, lines: &[Bytes], state: Option<Box<str>>) {
         if lines.is_empty() {
             return;
         }
-        let status = lines
-            .iter()
-            .rev()
-            .find_map(|line| crate::wire::status_message(line));
-        if status.is_none() && lock(&self.inner).subscribers.is_empty() {
+        if state.is_none() && lock(&self.inner).subscribers.is_empty() {
             return;
         }
         let chunk = crate::outbox::Chunk {
@@ -355,8 +352,8 @@ impl<I> Session<I> {
             lines: lines.len(),
         };
         let mut inner = lock(&self.inner);
-        if let Some(message) = status {
-            inner.state = Some(message.into_boxed_str());
+        if let Some(state) = state {
+            inner.state = Some(state);
         }
         let id = &self.id;
         let before = inner.subscribers.len();

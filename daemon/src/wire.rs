@@ -114,23 +114,6 @@ pub fn is_object(line: &[u8]) -> bool {
         .is_some_and(|&byte| byte == b'{')
 }
 
-/// The engine's encoder writes every `status` event starting with exactly this.
-const STATUS_PREFIX: &[u8] = b"{\"type\":\"status\",";
-
-/// The `message` of a `status` event line; `None` for every other line, cheaply.
-pub(crate) fn status_message(line: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Status {
-        message: String,
-    }
-    if !line.starts_with(STATUS_PREFIX) {
-        return None;
-    }
-    serde_json::from_slice::<Status>(line)
-        .ok()
-        .map(|s| s.message)
-}
-
 /// Error text serde_json appends ("at line 1 column 9") is noise on a one-line protocol.
 pub fn strip_position(err: &serde_json::Error) -> String {
     let text = err.to_string();
@@ -183,12 +166,5 @@ mod tests {
             );
         }
         assert!(Route::parse(b"  {\"op\":\"sessions\"}").is_ok());
-    }
-
-    #[test]
-    fn status_lines_are_recognised_by_prefix() {
-        let line = br#"{"type":"status","message":"queued: 2","session":"s"}"#;
-        assert_eq!(status_message(line).as_deref(), Some("queued: 2"));
-        assert_eq!(status_message(br#"{"type":"info","message":"x"}"#), None);
     }
 }

@@ -37,6 +37,10 @@ pub enum SnapshotPart {
 pub enum Outbound {
     /// An event line for every client of the session.
     Line(EventLine),
+    /// A `status` event line for every client, with its message: the session's state
+    /// as its host lists it (the daemon's `sessions` rows), told as a value rather
+    /// than left for the host to find in the bytes.
+    Status { line: EventLine, status: Box<str> },
     /// An event line for one client only: the answer to its op (an error, a view).
     Reply { client: ClientId, line: EventLine },
     /// The answer to [`super::Input::Snapshot`]: the lines a client attaching at this
@@ -71,8 +75,19 @@ impl Output {
     /// Sends one event. A closed receiver (the client went away) is not an error for
     /// the engine: the session carries on and the line is dropped.
     pub async fn emit(&self, event: Event) {
-        let line = self.encoder.encode(&event);
-        let _ = self.tx.send(Outbound::Line(line)).await;
+        let _ = self.tx.send(self.outbound(&event)).await;
+    }
+
+    /// `event` encoded for every client.
+    fn outbound(&self, event: &Event) -> Outbound {
+        let line = self.encoder.encode(event);
+        match event {
+            Event::Status { message } => Outbound::Status {
+                line,
+                status: message.to_string().into_boxed_str(),
+            },
+            _ => Outbound::Line(line),
+        }
     }
 
     /// Sends one event to one client: the answer to the op it sent.
@@ -150,7 +165,7 @@ impl<S> Emitter<S> {
         let mut state = self.lock();
         let (event, result) = change(&mut state);
         if let (Ok(permit), Some(event)) = (permit, event) {
-            permit.send(Outbound::Line(self.output.encoder.encode(&event)));
+            permit.send(self.output.outbound(&event));
         }
         result
     }
@@ -172,7 +187,7 @@ impl<S> Emitter<S> {
             };
             let mut events = events.into_iter();
             for (permit, event) in permits.zip(&mut events) {
-                permit.send(Outbound::Line(self.output.encoder.encode(&event)));
+                permit.send(self.output.outbound(&event));
             }
             (events.collect::<Vec<_>>(), result)
         };

@@ -200,10 +200,27 @@ async fn stop_signal() {
 /// `jucode daemon start`: starts one unless one answers; prints its status.
 pub fn start(socket: &Path) -> Result<u8, String> {
     block_on(async {
-        let stream = jucode_daemon::connect_or_start(socket, || super::shim::start_daemon(socket))
-            .await
-            .map_err(|err| format!("cannot start the daemon at {}: {err}", socket.display()))?;
-        let status = ask_status(stream).await?;
+        // A daemon killed a moment ago may still hold its socket while the kernel tears
+        // it down: it accepts, then resets. Such a daemon is gone; the next attempt
+        // starts a new one.
+        let mut attempts = 0;
+        let status = loop {
+            attempts += 1;
+            let stream =
+                jucode_daemon::connect_or_start(socket, || super::shim::start_daemon(socket))
+                    .await
+                    .map_err(|err| {
+                        format!("cannot start the daemon at {}: {err}", socket.display())
+                    })?;
+            match ask_status(stream).await {
+                Ok(status) => break status,
+                Err(why) if attempts < 3 => {
+                    tracing::debug!(%why, "the daemon went away before answering; again");
+                    tokio::time::sleep(Duration::from_millis(20 * attempts)).await;
+                }
+                Err(why) => return Err(why),
+            }
+        };
         print_status(&status)
     })
 }

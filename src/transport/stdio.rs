@@ -70,7 +70,9 @@ pub(super) fn spawn_writer<W: Write + Send + 'static>(
 /// Lines for everyone and answers to the one client both go to stdout.
 fn write_item(out: &mut impl Write, item: Outbound) -> std::io::Result<()> {
     match item {
-        Outbound::Line(line) | Outbound::Reply { line, .. } => out.write_all(&line),
+        Outbound::Line(line) | Outbound::Status { line, .. } | Outbound::Reply { line, .. } => {
+            out.write_all(&line)
+        }
         Outbound::Snapshot { .. } | Outbound::Barrier { .. } => Ok(()),
     }
 }

@@ -260,7 +260,8 @@ fn a_daemon_killed_during_a_tool_call_leaves_a_session_that_resumes() {
     drop(serve);
 
     // Every client that attaches is told what loading did, not only the first.
-    assert_eq!(home.jucode(&["daemon", "start"]).status.code(), Some(0));
+    let started = home.jucode(&["daemon", "start"]);
+    assert_eq!(started.status.code(), Some(0), "{started:?}");
     let mut first = Raw::connect(&home);
     first.send(json!({"op": "attach", "session": id}));
     let snapshot = first.until("status", Some(&id));

@@ -112,7 +112,8 @@ impl FakeSession {
         let _ = self.out.send(HostOutput::Line(Bytes::from(line))).await;
     }
 
-    /// Like the engine's encoder: `type` first, so the daemon can spot `status` lines.
+    /// A `status` event, told to the daemon as the session's new state, as the engine
+    /// does.
     async fn emit_status(&mut self, message: &str) {
         self.seq += 1;
         let line = format!(
@@ -121,7 +122,13 @@ impl FakeSession {
             self.seq,
             json!(self.id)
         );
-        let _ = self.out.send(HostOutput::Line(Bytes::from(line))).await;
+        let _ = self
+            .out
+            .send(HostOutput::Status {
+                line: Bytes::from(line),
+                state: message.into(),
+            })
+            .await;
     }
 
     async fn run(mut self, params: OpenParams, mut inputs: mpsc::Receiver<ClientInput>) {

@@ -161,7 +161,7 @@ async fn forward(
     };
     'session: while let Some(item) = output.recv().await {
         let lines: Vec<bytes::Bytes> = match item {
-            Outbound::Line(line) | Outbound::Reply { line, .. }
+            Outbound::Line(line) | Outbound::Status { line, .. } | Outbound::Reply { line, .. }
                 if !resyncing.load(Ordering::SeqCst) =>
             {
                 vec![line]
