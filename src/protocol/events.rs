@@ -137,6 +137,11 @@ pub enum Event {
     CompactionFailed {
         error: String,
     },
+    /// jucode addition: the answer to `sync` with its token; every event of this
+    /// client's earlier ops is before it.
+    Synced {
+        token: String,
+    },
     /// Model picker data (`/model`).
     ModelView {
         models: Vec<ModelViewEntry>,

@@ -112,6 +112,24 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// jucode addition: switches the model and/or the reasoning effort, as `/model NAME
+    /// [EFFORT]` does: `model` absent keeps the current one. Answered as `/model` is
+    /// (`model_status` to every client, an `error` to the sender when it cannot be used).
+    SetModel {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_effort: Option<String>,
+    },
+    /// jucode addition: asks for the `model_view` (the models to pick from), as `/model`
+    /// without arguments does.
+    ListModels,
+    /// jucode addition: answered with `synced {token}`, to the sender only, once the
+    /// session has handled every op this client sent before it (and emitted what they
+    /// caused): how a client learns that its earlier ops have been applied.
+    Sync {
+        token: String,
+    },
     /// Ends the session (in process: the process).
     Shutdown,
 }

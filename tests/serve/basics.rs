@@ -383,3 +383,66 @@ fn a_message_that_is_a_command_still_runs_as_a_turn_and_says_how_to_run_the_comm
         serve.until_status("ready");
     }
 }
+
+#[test]
+fn typed_ops_list_and_switch_models_and_sync_answers_after_earlier_ops() {
+    let home = Home::new();
+    home.write_config(
+        "model = \"mock/mock-1\"\n\
+         [providers.mock]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         reasoning_efforts = [\"low\", \"high\"]\n\
+         [providers.mock.models.mock-1]\n\
+         [providers.mock.models.big]\ncontext_window = 1000000\n",
+    );
+    let mut serve = Serve::ready(&home);
+
+    serve.send(json!({"op": "list_models"}));
+    let view = serve.expect_one("model_view");
+    assert!(
+        view["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["model"] == "mock/big")
+    );
+
+    // The effort alone keeps the model; the model alone keeps the effort it can.
+    serve.send(json!({"op": "set_model", "reasoning_effort": "high"}));
+    let status = serve.expect_one("model_status");
+    assert_eq!(
+        (
+            status["model"].as_str(),
+            status["reasoning_effort"].as_str()
+        ),
+        (Some("mock-1"), Some("high"))
+    );
+    serve.send(json!({"op": "set_model", "model": "mock/big"}));
+    let status = serve.expect_one("model_status");
+    assert_eq!(
+        (
+            status["model"].as_str(),
+            status["reasoning_effort"].as_str()
+        ),
+        (Some("big"), Some("high"))
+    );
+    serve.send(json!({"op": "set_model", "model": "mock/big", "reasoning_effort": "turbo"}));
+    let error = serve.expect_one("error");
+    assert!(
+        error["message"].as_str().unwrap().contains("turbo"),
+        "{error}"
+    );
+
+    // `synced` comes after everything the earlier ops caused, with its token.
+    serve.send(json!({"op": "set_approval_mode", "mode": "auto-edit"}));
+    serve.send(json!({"op": "sync", "token": "t-1"}));
+    let events = serve.until("synced");
+    let kinds = types(&events);
+    assert_eq!(kinds, ["status", "approval_mode", "synced"], "{events:#?}");
+    assert_eq!(events[2]["token"], "t-1");
+    serve.send(json!({"op": "sync"}));
+    assert_eq!(
+        serve.expect_one("error")["type"],
+        "error",
+        "a sync without token is bad input"
+    );
+}

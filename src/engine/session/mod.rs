@@ -413,6 +413,15 @@ impl Session {
                 self.submit(input).await;
             }
             Op::Command { input } => return self.command(&input).await,
+            Op::SetModel {
+                model,
+                reasoning_effort,
+            } => {
+                let name = model.unwrap_or_else(|| self.model.full_name());
+                self.switch_model(&name, reasoning_effort.as_deref()).await;
+            }
+            Op::ListModels => self.emit_model_view().await,
+            Op::Sync { token } => self.reply(Event::Synced { token }).await,
             Op::Steer { index } => self.steer(index).await,
             Op::Unqueue { index } => self.unqueue(index).await,
             Op::Interrupt { index } => self.interrupt(index).await,

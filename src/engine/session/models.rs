@@ -52,7 +52,7 @@ impl Session {
         Flow::Continue
     }
 
-    async fn switch_model(&mut self, name: &str, effort: Option<&str>) {
+    pub(super) async fn switch_model(&mut self, name: &str, effort: Option<&str>) {
         let model = match self
             .params
             .catalog
@@ -85,7 +85,7 @@ impl Session {
         self.emit_model_status().await;
     }
 
-    async fn emit_model_view(&mut self) {
+    pub(super) async fn emit_model_view(&mut self) {
         let active = self.model.full_name();
         let mut models: Vec<ModelViewEntry> = self
             .params

@@ -309,8 +309,8 @@ impl Connection {
             "session/set_config_option" => {
                 let params: SetConfig = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
-                let input = session.config_command(&params.config_id, &params.value)?;
-                session.link.send(Op::Command { input }).await;
+                let op = session.config_op(&params.config_id, &params.value)?;
+                session.link.send(op).await;
                 session.barrier(Barrier::SetConfig(id.clone())).await;
             }
             _ => return Err(RpcError::method_not_found(method)),
@@ -370,14 +370,8 @@ impl Connection {
                 ));
             }
             session.prompt = Some(Prompt::command(id.clone()));
-            let is_barrier = command == "/model";
             session.link.send(Op::Command { input: command }).await;
-            if is_barrier {
-                // Its own answer is the marker.
-                session.expect(Barrier::Command);
-            } else {
-                session.barrier(Barrier::Command).await;
-            }
+            session.barrier(Barrier::Command).await;
             return Ok(());
         }
         session.prompt = Some(Prompt::message(id.clone()));

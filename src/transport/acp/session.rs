@@ -2,10 +2,11 @@
 //! that wait on them (the open or load, a prompt, mode and option changes, close).
 //!
 //! Requests that change a session get their answer once the session has handled them.
-//! The serve protocol acknowledges few ops, so each such op is followed by `/model`,
-//! whose `model_view` answer comes back to this link only and after everything the
-//! earlier ops caused (a session handles one client's ops in order): a [`Barrier`]
-//! waits for it. The same answer is the model list of the config options.
+//! The serve protocol acknowledges few ops, so each such op is followed by `sync`, whose
+//! `synced` answer comes back to this link only and after everything the earlier ops
+//! caused (a session handles one client's ops in order): a [`Barrier`] waits for it.
+//! Opening asks for the model list (`list_models`) before its barrier, for the config
+//! options.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -18,8 +19,8 @@ use crate::transport::link::{Incoming, Link, LinkEvent};
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate, StopReason};
 use crate::transport::translate::{self, Dialect, Output, Translator};
 
-/// The command whose answer is the barrier.
-const MODEL_VIEW: &str = "/model";
+/// The `sync` token of every barrier (they are answered in order).
+pub(super) const BARRIER_TOKEN: &str = "barrier";
 
 /// The open/load/resume request a session answers once its first events are in.
 pub(super) struct Pending {
@@ -27,7 +28,7 @@ pub(super) struct Pending {
     pub kind: OpenKind,
 }
 
-/// A request answered when the session's next `model_view` (for this link) arrives.
+/// A request answered when the session's `synced` for it (to this link) arrives.
 pub(super) enum Barrier {
     /// The session's startup batch or snapshot is all in: answer the open.
     Ready,
@@ -117,23 +118,22 @@ impl Session {
             .collect()
     }
 
-    /// Waits for the answer of a `/model` already sent.
-    pub fn expect(&mut self, barrier: Barrier) {
-        self.barriers.push_back(barrier);
-    }
-
     /// Waits for everything sent so far to be handled, then `barrier` is answered.
+    /// Barriers are answered in order, so one token serves them all.
     pub async fn barrier(&mut self, barrier: Barrier) {
+        if matches!(barrier, Barrier::Ready) {
+            self.link.send(Op::ListModels).await;
+        }
         self.barriers.push_back(barrier);
         self.link
-            .send(Op::Command {
-                input: MODEL_VIEW.to_owned(),
+            .send(Op::Sync {
+                token: BARRIER_TOKEN.to_owned(),
             })
             .await;
     }
 
-    /// The `/model` command that sets config option `config` to `value`.
-    pub fn config_command(&self, config: &str, value: &Value) -> Result<String, RpcError> {
+    /// The op that sets config option `config` to `value`.
+    pub fn config_op(&self, config: &str, value: &Value) -> Result<Op, RpcError> {
         let value = value
             .as_str()
             .ok_or_else(|| RpcError::invalid_params("value must be a string"))?;
@@ -147,15 +147,16 @@ impl Session {
                 "{config} has no value {value}"
             )));
         }
-        let model = options
-            .iter()
-            .find(|option| option.id == "model")
-            .map(|option| option.current_value.clone())
-            .unwrap_or_default();
         Ok(if config == "model" {
-            format!("/model {value}")
+            Op::SetModel {
+                model: Some(value.to_owned()),
+                reasoning_effort: None,
+            }
         } else {
-            format!("/model {model} {value}")
+            Op::SetModel {
+                model: None,
+                reasoning_effort: Some(value.to_owned()),
+            }
         })
     }
 
@@ -305,7 +306,8 @@ impl Connection {
                     self.reply(&prompt.id, answer).await;
                 }
             }
-            Output::ModelView => self.passed(name, session).await,
+            Output::Synced(token) if token == BARRIER_TOKEN => self.passed(name, session).await,
+            Output::Synced(_) => {}
             Output::Op(op) => {
                 session.link.send(op).await;
             }
@@ -380,7 +382,6 @@ impl Connection {
                         .await;
                 }
             }
-            // A `/model` the user typed as a prompt: its answer is not a barrier's.
             None => {}
         }
     }

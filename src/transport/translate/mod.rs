@@ -70,9 +70,9 @@ pub enum Output {
     },
     /// The running turn ended.
     Ended(TurnEnd),
-    /// A `model_view` arrived: the answer to this client's `/model`, which the servers
-    /// send after their other ops as a marker that those have been handled.
-    ModelView,
+    /// The answer to this client's `sync`: the session has handled every op sent before
+    /// it (the servers' marker that a request's ops have been applied).
+    Synced(String),
     Info(String),
     Error(String),
     /// A tool call asks the client to read or write a file or run a command (ACP's
@@ -386,10 +386,8 @@ impl Translator {
                     reasoning_tokens: turn.map(|usage| usage.reasoning_tokens),
                 })));
             }
-            Event::ModelView { models, .. } => {
-                self.models.clone_from(models);
-                out.push(Output::ModelView);
-            }
+            Event::ModelView { models, .. } => self.models.clone_from(models),
+            Event::Synced { token } => out.push(Output::Synced(token.clone())),
             Event::Transcript { items } if std::mem::take(&mut self.replay_next_transcript) => {
                 for item in items {
                     let updates = replay::item(self, item);

@@ -2,7 +2,7 @@
 //! link of its own); what it sends goes through its `outbox`.
 //!
 //! Like `acp`, one task owns the connection's state; requests that change a session
-//! are answered when the `/model` barrier comes back (see `acp::session`).
+//! are answered when the `sync` barrier comes back (see `acp::session`).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -549,7 +549,8 @@ impl Dashboard {
                 }
             }
             Output::Ended(_) => session.cancelling = false,
-            Output::ModelView => match session.barriers.pop_front() {
+            Output::Synced(token) if token != BARRIER_TOKEN => {}
+            Output::Synced(_) => match session.barriers.pop_front() {
                 Some(Barrier::Ready) => {
                     let Some((id, kind)) = session.pending.take() else {
                         return;
@@ -591,12 +592,20 @@ impl Dashboard {
     }
 }
 
+/// Answered, in order, once the session has handled every op sent before (see
+/// `acp::session`); opening first asks for the model list, for the config options.
 async fn barrier(session: &mut Session, barrier: Barrier) {
+    if matches!(barrier, Barrier::Ready) {
+        session.link.send(Op::ListModels).await;
+    }
     session.barriers.push_back(barrier);
     session
         .link
-        .send(Op::Command {
-            input: "/model".to_owned(),
+        .send(Op::Sync {
+            token: BARRIER_TOKEN.to_owned(),
         })
         .await;
 }
+
+/// The `sync` token of every barrier.
+const BARRIER_TOKEN: &str = "barrier";
