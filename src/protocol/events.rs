@@ -64,6 +64,9 @@ pub enum Event {
     },
     Info {
         message: String,
+        /// Only on the `info` that says why a turn's reply ended early.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<super::values::ReplyStop>,
     },
     Error {
         message: String,
@@ -262,6 +265,19 @@ impl Event {
     pub fn info(message: impl Into<String>) -> Self {
         Event::Info {
             message: message.into(),
+            stop_reason: None,
+        }
+    }
+
+    /// The `info` saying why the turn's reply ended before the model finished it.
+    pub fn reply_stopped(stop: super::values::ReplyStop) -> Self {
+        let message = match stop {
+            super::values::ReplyStop::MaxTokens => super::notices::REPLY_CUT_OFF,
+            super::values::ReplyStop::Refusal => super::notices::REPLY_REFUSED,
+        };
+        Event::Info {
+            message: message.to_owned(),
+            stop_reason: Some(stop),
         }
     }
 

@@ -1,7 +1,6 @@
-//! The `info` messages that say why a turn's reply ended early. They are part of the
-//! protocol rather than free text: translators of the serve protocol (`jucode acp`, the
-//! WebSocket server) read them as the turn's stop reason (`max_tokens`, `refusal`), so
-//! the engine emits exactly these strings and nothing else matches on wording.
+//! The text of the `info` that says why a turn's reply ended early
+//! ([`super::Event::reply_stopped`]). What it means is its `stop_reason`, which the
+//! translators of the serve protocol read; the words are for people.
 
 /// The reply stopped at the model's output token limit (`finish_reason: length`).
 pub const REPLY_CUT_OFF: &str = "the reply was cut off: the model reached its output token limit";

@@ -175,6 +175,18 @@ pub enum LifecycleStatus {
     Closed,
 }
 
+/// `info.stop_reason` (jucode addition): the `info` says why the turn's reply ended
+/// before the model finished it, as a value the translators of the serve protocol read
+/// as the turn's stop reason (ACP's `stopReason`), so nothing matches on its wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyStop {
+    /// The model reached its output token limit.
+    MaxTokens,
+    /// The provider or the model refused (a content filter, a refusal stop).
+    Refusal,
+}
+
 /// `model_status.state`: whether requests to the model can work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

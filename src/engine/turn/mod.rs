@@ -37,7 +37,7 @@ use super::ports::model::{
 use super::ports::project::{HookEvent, Project};
 use super::ports::tools::ToolRegistry;
 use super::shared::Emitter;
-use crate::protocol::{ApprovalMode, Event, SessionStatus, TurnUsage, UserInput, notices};
+use crate::protocol::{ApprovalMode, Event, ReplyStop, SessionStatus, TurnUsage, UserInput};
 use calls::CallsOutcome;
 pub(in crate::engine) use calls::tool_result;
 use plan::{PROPOSE_PLAN, PlanDraft, propose_plan_spec};
@@ -216,10 +216,10 @@ impl TurnContext {
             if calls.is_empty() {
                 match reply.finish {
                     Some(FinishReason::Length) => {
-                        self.emit(Event::info(notices::REPLY_CUT_OFF)).await;
+                        self.emit(Event::reply_stopped(ReplyStop::MaxTokens)).await;
                     }
                     Some(FinishReason::ContentFilter) => {
-                        self.emit(Event::info(notices::REPLY_REFUSED)).await;
+                        self.emit(Event::reply_stopped(ReplyStop::Refusal)).await;
                     }
                     _ => {}
                 }

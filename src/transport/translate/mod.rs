@@ -29,7 +29,8 @@ pub mod updates;
 use std::collections::HashMap;
 
 use crate::protocol::{
-    ApprovalMode, Event, ModelStatus, ModelViewEntry, Resolution, SessionStatus, TurnUsage, notices,
+    ApprovalMode, Event, ModelStatus, ModelViewEntry, ReplyStop, Resolution, SessionStatus,
+    TurnUsage,
 };
 use cards::closed_card;
 pub use options::{config_options, modes};
@@ -207,11 +208,16 @@ impl Translator {
                     current_mode_id: mode.as_str().to_owned(),
                 }));
             }
-            Event::Info { message } => match message.as_str() {
-                notices::REPLY_CUT_OFF => self.stop = Some(StopReason::MaxTokens),
-                notices::REPLY_REFUSED => self.stop = Some(StopReason::Refusal),
-                _ => self.notice(&mut out, NoticeLevel::Info, message),
-            },
+            Event::Info {
+                stop_reason: Some(stop),
+                ..
+            } => {
+                self.stop = Some(match stop {
+                    ReplyStop::MaxTokens => StopReason::MaxTokens,
+                    ReplyStop::Refusal => StopReason::Refusal,
+                });
+            }
+            Event::Info { message, .. } => self.notice(&mut out, NoticeLevel::Info, message),
             Event::Error { message } => {
                 if self.running {
                     self.error = Some(message.clone());

@@ -184,16 +184,23 @@ fn stop_reasons() {
     let streaming = || vec![startup(), status(SessionStatus::Streaming)];
     let mut cut = streaming();
     cut.extend([
-        Event::info(notices::REPLY_CUT_OFF),
+        Event::reply_stopped(crate::protocol::ReplyStop::MaxTokens),
         status(SessionStatus::Ready),
     ]);
     assert_eq!(end(cut).stop, StopReason::MaxTokens);
     let mut refused = streaming();
     refused.extend([
-        Event::info(notices::REPLY_REFUSED),
+        Event::reply_stopped(crate::protocol::ReplyStop::Refusal),
         status(SessionStatus::Ready),
     ]);
     assert_eq!(end(refused).stop, StopReason::Refusal);
+    // The words alone decide nothing: an `info` that reads the same is a notice.
+    let mut lookalike = streaming();
+    lookalike.extend([
+        Event::info(crate::protocol::notices::REPLY_CUT_OFF),
+        status(SessionStatus::Ready),
+    ]);
+    assert_eq!(end(lookalike).stop, StopReason::EndTurn);
     let mut failed = streaming();
     failed.extend([
         Event::error("model request failed: HTTP 400"),
