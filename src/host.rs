@@ -26,8 +26,8 @@ pub struct SessionOptions {
     /// A saved session to continue instead of starting a new one (its own working
     /// directory and kind then apply).
     pub resume: Option<String>,
-    /// Who runs the session (`serve` or `daemon`), for the session file's lock.
-    pub by: &'static str,
+    /// Who runs the session, for the session file's lock.
+    pub by: crate::sessions::Runner,
     /// Overrides of the config for this session (`--headless --model`, `--approval-mode`).
     pub model: Option<String>,
     pub approval_mode: Option<ApprovalMode>,
@@ -41,7 +41,7 @@ impl SessionOptions {
             chat,
             env: std::env::vars().collect(),
             resume,
-            by: "serve",
+            by: crate::sessions::Runner::Serve,
             model: None,
             approval_mode: None,
         }
@@ -191,7 +191,7 @@ pub fn build_session(
         env.clone(),
     )
     .config_problems(config_broken, unreadable, &broken_providers);
-    let idle_unload = (options.by == "daemon")
+    let idle_unload = (options.by == crate::sessions::Runner::Daemon)
         .then(|| idle_unload_secs.unwrap_or(DEFAULT_IDLE_UNLOAD_SECS))
         .filter(|secs| *secs > 0)
         .map(std::time::Duration::from_secs);
@@ -231,7 +231,7 @@ pub const DEFAULT_IDLE_UNLOAD_SECS: u64 = 600;
 struct ProfileLibrary {
     profile: Profile,
     env: HashMap<String, String>,
-    by: &'static str,
+    by: crate::sessions::Runner,
 }
 
 impl crate::engine::ports::library::Library for ProfileLibrary {
@@ -371,7 +371,7 @@ fn prepare_open(
             chat: false,
             env: params.env,
             resume: Some(id),
-            by: "daemon",
+            by: crate::sessions::Runner::Daemon,
             model: None,
             approval_mode: None,
         };
@@ -398,7 +398,7 @@ fn prepare_open(
         chat: params.chat,
         env: params.env,
         resume: None,
-        by: "daemon",
+        by: crate::sessions::Runner::Daemon,
         model: None,
         approval_mode: None,
     };

@@ -67,8 +67,23 @@ pub fn valid_id(id: &str) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Holder {
     pub pid: u32,
-    /// `daemon` or `serve`.
-    pub by: String,
+    pub by: Runner,
+}
+
+/// The kind of jucode process that holds a session's file, as its lock file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runner {
+    /// `jucode serve --in-process` or `--headless`.
+    Serve,
+    Daemon,
+    /// `jucode acp` running its sessions in its own process.
+    Acp,
+    /// `jucode sessions rm`, for the moment it removes the file.
+    Remove,
+    /// A lock written by a jucode that knows another kind.
+    #[serde(other)]
+    Other,
 }
 
 /// The one writer's claim on a session file. Dropping it releases the lock.
@@ -86,7 +101,7 @@ pub struct SessionLock {
 /// refused, naming it, before anything opens, reads or writes through it. Every writer
 /// takes this lock first (a new file, a saved one continued, one written anew, a
 /// removal), so this is where that is checked.
-pub fn lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, String> {
+pub fn lock(dir: &Path, id: &str, by: Runner) -> Result<SessionLock, String> {
     try_lock(dir, id, by).map_err(|err| match err {
         LockError::Held(holder) => held_message(id, holder),
         LockError::Other(message) => message,
@@ -105,7 +120,7 @@ impl From<String> for LockError {
     }
 }
 
-fn try_lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, LockError> {
+fn try_lock(dir: &Path, id: &str, by: Runner) -> Result<SessionLock, LockError> {
     let profile = dir.parent().and_then(Path::parent).unwrap_or(Path::new(""));
     crate::config::private::create_dir_below(profile, dir)?;
     crate::config::private::refuse_link(&dir.join(format!("{id}.jsonl")))?;
@@ -133,7 +148,7 @@ fn try_lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, LockError> {
     }
     let holder = Holder {
         pid: std::process::id(),
-        by: by.to_owned(),
+        by,
     };
     let _ = file.set_len(0);
     let _ = file.seek(SeekFrom::Start(0));
@@ -144,7 +159,7 @@ fn try_lock(dir: &Path, id: &str, by: &str) -> Result<SessionLock, LockError> {
 
 fn held_message(id: &str, holder: Option<Holder>) -> String {
     match holder {
-        Some(holder) if holder.by == "daemon" => format!(
+        Some(holder) if holder.by == Runner::Daemon => format!(
             "session {id} is open in the jucode daemon (pid {}): attach to it with `jucode serve --session {id}` (without --in-process), or {{\"op\":\"attach\",\"session\":\"{id}\"}} on the daemon socket",
             holder.pid
         ),
@@ -426,8 +441,8 @@ pub fn remove(profile_dir: &Path, id: &str) -> Result<PathBuf, RemoveError> {
     let path = find(profile_dir, id)
         .ok_or_else(|| RemoveError::Other(format!("unknown session: {id}")))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let held = try_lock(dir, id, "remove").map_err(|err| match err {
-        LockError::Held(Some(holder)) if holder.by == "daemon" => RemoveError::OpenInDaemon(
+    let held = try_lock(dir, id, Runner::Remove).map_err(|err| match err {
+        LockError::Held(Some(holder)) if holder.by == Runner::Daemon => RemoveError::OpenInDaemon(
             format!(
                 "session {id} is open in the jucode daemon (pid {}), so its file cannot be removed: \
                  `jucode sessions rm --force {id}` closes it there first (a running turn is \
@@ -498,12 +513,12 @@ mod tests {
     #[test]
     fn a_second_holder_is_told_who_holds_the_session() {
         let dir = tempfile::tempdir().unwrap();
-        let held = lock(dir.path(), "s1", "daemon").unwrap();
-        let err = lock(dir.path(), "s1", "serve").unwrap_err();
+        let held = lock(dir.path(), "s1", Runner::Daemon).unwrap();
+        let err = lock(dir.path(), "s1", Runner::Serve).unwrap_err();
         assert!(err.contains("open in the jucode daemon"), "{err}");
         assert!(err.contains("jucode serve --session s1"), "{err}");
         drop(held);
-        lock(dir.path(), "s1", "serve").unwrap();
+        lock(dir.path(), "s1", Runner::Serve).unwrap();
     }
 
     const HEADER: &str = r#"{"id":"e1","parent":null,"at":1,"tokens":0,"kind":"session","format":1,"session":"good","cwd":"/p","model":"m","created":5,"chat":false}"#;
@@ -601,7 +616,7 @@ mod tests {
         symlink(&victim, dir.join("a.lock")).unwrap();
         symlink(&victim, dir.join("b.jsonl")).unwrap();
         for id in ["a", "b"] {
-            let err = lock(&dir, id, "serve").unwrap_err();
+            let err = lock(&dir, id, Runner::Serve).unwrap_err();
             assert!(err.contains("is a symbolic link"), "{id}: {err}");
         }
         let err = open_for_append(&dir.join("b.jsonl"))
@@ -613,11 +628,16 @@ mod tests {
         // what they point to.
         let linked = project_dir(profile.path(), Path::new("/q"));
         symlink(elsewhere.path(), &linked).unwrap();
-        let err = lock(&linked, "c", "serve").unwrap_err();
+        let err = lock(&linked, "c", Runner::Serve).unwrap_err();
         assert!(err.contains("-q is a symbolic link"), "{err}");
         let other = tempfile::tempdir().unwrap();
         symlink(elsewhere.path(), sessions_dir(other.path())).unwrap();
-        let err = lock(&project_dir(other.path(), Path::new("/p")), "d", "serve").unwrap_err();
+        let err = lock(
+            &project_dir(other.path(), Path::new("/p")),
+            "d",
+            Runner::Serve,
+        )
+        .unwrap_err();
         assert!(err.contains("sessions is a symbolic link"), "{err}");
         let names: Vec<_> = fs::read_dir(elsewhere.path())
             .unwrap()

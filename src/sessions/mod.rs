@@ -17,7 +17,7 @@ mod writer;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use files::{RemoveError, SavedSession, find, list, remove, sessions_dir, valid_id};
+pub use files::{RemoveError, Runner, SavedSession, find, list, remove, sessions_dir, valid_id};
 pub use writer::flush_all;
 /// The loader and the line encoder, for the fuzz targets (`crate::fuzzing`).
 #[cfg(any(test, feature = "fuzzing"))]
@@ -34,11 +34,11 @@ pub struct Opened {
 
 /// A new session `id` in `cwd`: its file appears with its first user message. Must be
 /// called within a tokio runtime (the writer is a task).
-pub fn new_session(profile_dir: &Path, cwd: &Path, id: &str, by: &str) -> Opened {
+pub fn new_session(profile_dir: &Path, cwd: &Path, id: &str, by: Runner) -> Opened {
     let journal = writer::spawn(writer::Target::New {
         dir: files::project_dir(profile_dir, cwd),
         id: id.to_owned(),
-        by: by.to_owned(),
+        by,
     });
     Opened {
         journal,
@@ -94,7 +94,7 @@ fn writable(_: &Path) -> Result<(), String> {
 /// Session `id` from its file, locked for this process (`by`: `daemon` or `serve`, for
 /// whoever finds it taken). Blocking: it reads the file. Must be called within a tokio
 /// runtime (the writer is a task).
-pub fn open_saved(profile_dir: &Path, id: &str, by: &str) -> Result<Opened, String> {
+pub fn open_saved(profile_dir: &Path, id: &str, by: Runner) -> Result<Opened, String> {
     let path = files::find(profile_dir, id).ok_or_else(|| format!("unknown session: {id}"))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let lock = files::lock(dir, id, by)?;
@@ -114,7 +114,7 @@ pub fn open_saved(profile_dir: &Path, id: &str, by: &str) -> Result<Opened, Stri
         path: path.clone(),
         file,
         lock,
-        by: by.to_owned(),
+        by,
     });
     Ok(Opened {
         journal,

@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
-use super::files::{self, SessionLock};
+use super::files::{self, Runner, SessionLock};
 use super::format;
 use crate::engine::conversation::store::{Entry, Journal};
 
@@ -96,7 +96,7 @@ pub enum Target {
     New {
         dir: PathBuf,
         id: String,
-        by: String,
+        by: Runner,
     },
     /// A saved session, already locked by this process and opened for appending (and
     /// reading: a file removed from under it is copied back from it).
@@ -104,7 +104,7 @@ pub enum Target {
         path: PathBuf,
         file: std::fs::File,
         lock: SessionLock,
-        by: String,
+        by: Runner,
     },
 }
 
@@ -223,7 +223,7 @@ fn fsync_delay() -> Option<Duration> {
 struct Writer {
     dir: PathBuf,
     id: String,
-    by: String,
+    by: Runner,
     file: Option<std::fs::File>,
     lock: Option<SessionLock>,
     /// A new session's entries before its file is created (with the first user message).
@@ -360,11 +360,11 @@ impl Writer {
     }
 
     async fn create_file(&mut self) -> Result<(), String> {
-        let (dir, id, by) = (self.dir.clone(), self.id.clone(), self.by.clone());
+        let (dir, id, by) = (self.dir.clone(), self.id.clone(), self.by);
         let created = tokio::task::spawn_blocking(move || {
             // The lock refuses a linked folder or file in the session's place; the file
             // is opened without following one all the same (`create_new` never does).
-            let lock = files::lock(&dir, &id, &by)?;
+            let lock = files::lock(&dir, &id, by)?;
             let path = dir.join(format!("{id}.jsonl"));
             let file = crate::config::private::own_file_options()
                 .create_new(true)
@@ -486,17 +486,12 @@ impl Writer {
                 path.display()
             ));
         }
-        let (dir, id, by, written) = (
-            self.dir.clone(),
-            self.id.clone(),
-            self.by.clone(),
-            self.written,
-        );
+        let (dir, id, by, written) = (self.dir.clone(), self.id.clone(), self.by, self.written);
         let Some(file) = self.file.take() else {
             return Ok(());
         };
         let done = tokio::task::spawn_blocking(move || {
-            let result = rewrite(&file, &dir, &id, &by, written);
+            let result = rewrite(&file, &dir, &id, by, written);
             (file, result)
         })
         .await;
@@ -557,7 +552,7 @@ fn rewrite(
     old: &std::fs::File,
     dir: &std::path::Path,
     id: &str,
-    by: &str,
+    by: Runner,
     len: u64,
 ) -> Result<(std::fs::File, SessionLock), String> {
     use std::io::{Read, Seek, Write};

@@ -135,7 +135,7 @@ fn options(
         chat: false,
         env,
         resume,
-        by: "acp",
+        by: crate::sessions::Runner::Acp,
         model: None,
         approval_mode: None,
     }
