@@ -120,6 +120,94 @@ mod tidy {
         }
     }
 
+    /// `docs/ARCHITECTURE.md`'s code map names every source file: under the deepest
+    /// `### \`path\`` heading that contains it, by its path from there (`turn/calls.rs`), or
+    /// by its name (`calls.rs`) where that section names its folder (`turn/`) too. A
+    /// folder's `mod.rs` is covered by its folder; unit tests (`tests.rs`, `*_tests.rs`)
+    /// by the code they test.
+    fn name_of(path: &str) -> &str {
+        path.trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(path)
+            .trim_end_matches(".rs")
+    }
+
+    #[test]
+    fn the_code_map_names_every_source_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("read the doc");
+        let mut sections: Vec<(String, String)> = Vec::new();
+        for part in doc.split("\n### `").skip(1) {
+            let Some((heading, body)) = part.split_once('`') else {
+                continue;
+            };
+            sections.push((heading.to_owned(), body.to_owned()));
+        }
+        let mut missing = Vec::new();
+        for dir in ["src", "daemon/src"] {
+            for (path, _) in sources(dir) {
+                let path = path
+                    .strip_prefix(&format!("{}/", root.display()))
+                    .unwrap_or(&path)
+                    .to_owned();
+                let name = path.rsplit('/').next().unwrap_or(&path);
+                if name == "tests.rs" || name.ends_with("_tests.rs") {
+                    continue;
+                }
+                // A file's section: the deepest heading that is its path or a folder of it
+                // (`src/config.rs` also heads `src/config/`).
+                let folder_of = |heading: &str| match heading.strip_suffix(".rs") {
+                    Some(stem) => format!("{stem}/"),
+                    None => heading.to_owned(),
+                };
+                let Some((heading, body)) = sections
+                    .iter()
+                    .filter(|(heading, _)| {
+                        path == *heading
+                            || folder_of(heading).ends_with('/')
+                                && path.starts_with(folder_of(heading).as_str())
+                    })
+                    .max_by_key(|(heading, _)| heading.len())
+                else {
+                    missing.push(format!("{path} (no section)"));
+                    continue;
+                };
+                if path == *heading {
+                    continue;
+                }
+                let base = if path.starts_with(heading.as_str()) {
+                    heading.clone()
+                } else {
+                    folder_of(heading)
+                        .trim_end_matches(&format!("{}/", name_of(heading)))
+                        .to_owned()
+                };
+                let relative = &path[base.len()..];
+                let named = |text: &str| body.contains(&format!("`{text}`"));
+                // Named by any tail of its path (`store/entry.rs`), or by its name where
+                // its folder is named (`store/` ... `entry.rs`).
+                let parts: Vec<&str> = relative.split('/').collect();
+                let by_path =
+                    (0..parts.len().saturating_sub(1)).any(|from| named(&parts[from..].join("/")));
+                let folder = parts.len().checked_sub(2).map(|at| parts[at]);
+                let folder_named = match folder {
+                    None | Some("src") => true,
+                    Some(folder) => named(&format!("{folder}/")) || by_path,
+                };
+                let covered = by_path || folder_named && (name == "mod.rs" || named(name));
+                if !covered {
+                    missing.push(path);
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/ARCHITECTURE.md's code map does not name:\n{}",
+            missing.join("\n")
+        );
+    }
+
     /// rmcp changes often: one wrapper module names it, so an upgrade is one file.
     #[test]
     fn only_the_mcp_client_names_rmcp() {
