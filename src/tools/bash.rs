@@ -120,6 +120,7 @@ impl Tool for Bash {
                 timeout: Duration::from_millis(request.timeout_ms),
                 cancel: &ctx.cancel,
                 progress: &ctx.progress,
+                sandbox: None,
             };
             match exec::run(job).await {
                 Ok(finished) => render(finished, request.timeout_ms),
