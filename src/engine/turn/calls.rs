@@ -249,6 +249,7 @@ impl TurnContext {
             progress: Default::default(),
             hunks: None,
             delegate: None,
+            sandbox: Arc::new(self.emitter.change(|shared| shared.sandbox.clone())),
         }
     }
 
