@@ -86,7 +86,9 @@ impl Tool for Bash {
                 note of how much was cut: narrow it with grep, head or tail, or redirect it \
                 to a file and read that. Prefer read_file, list_dir and grep for looking at \
                 files. Background processes (`cmd &`) are not waited for; redirect their \
-                output to a file."
+                output to a file. The command may run in a sandbox that limits where it \
+                writes and whether it reaches the network; when the sandbox refuses \
+                something, the result says so and how to ask for running it unsandboxed."
                 .to_owned(),
             parameters: json!({
                 "type": "object",

@@ -50,14 +50,12 @@ impl Session {
     /// Changes the sandbox mode: from the next command on, for the session's turns and
     /// its subagents alike; every client is shown the new `sandbox`.
     pub(super) async fn apply_sandbox_mode(&mut self, mode: SandboxMode) {
-        let event = self
-            .emitter
+        self.emitter
             .emit_with(|shared| {
                 shared.sandbox.mode = mode;
                 (Some(sandbox_event(&shared.sandbox)), ())
             })
             .await;
-        let () = event;
         if let Some(notice) = self.sandbox_notice() {
             self.emitter.info(notice).await;
         }

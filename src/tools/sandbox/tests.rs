@@ -396,3 +396,31 @@ fn a_refused_write_is_named_when_only_the_sandbox_explains_it() {
         None
     );
 }
+
+#[tokio::test]
+async fn mounts_are_refused() {
+    let Some(_) = landlock() else { return };
+    let dirs = Dirs::new();
+    std::fs::create_dir(dirs.workspace.join("m")).unwrap();
+    // Only where this process may mount at all (root with CAP_SYS_ADMIN here).
+    let free = run("mount -t tmpfs none m && umount m", &dirs.workspace, None).await;
+    if free.code != Some(0) {
+        eprintln!(
+            "skipped: mounting is not allowed here even unsandboxed: {}",
+            free.output
+        );
+        return;
+    }
+    let boxed = run(
+        "mount -t tmpfs none m",
+        &dirs.workspace,
+        Some(&dirs.policy(false)),
+    )
+    .await;
+    assert_ne!(boxed.code, Some(0), "{}", boxed.output);
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(&dirs.workspace.join("m").display().to_string()),
+        "{mounts}"
+    );
+}
