@@ -174,6 +174,8 @@ pub(super) fn network_filter() -> Result<BpfProgram, seccompiler::BackendError> 
         SeccompCmpOp::Ne,
         libc::AF_UNIX as u64,
     )?])?;
+    // `c_long` is `i64` only on 64-bit targets.
+    #[allow(clippy::useless_conversion)]
     let numbers = |nr: libc::c_long| {
         let mut all = vec![i64::from(nr)];
         // x86-64 also accepts the x32 ABI's numbers (the same audit architecture).
