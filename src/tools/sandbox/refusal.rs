@@ -48,33 +48,35 @@ pub fn explain_refusal(output: &str, cwd: &Path, policy: &Policy, mode: &str) ->
             }
         }
     }
-    let places = if policy.writable.is_empty() {
-        "nowhere (read-only)".to_owned()
-    } else {
-        policy
-            .writable
-            .iter()
-            .map(|root| root.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let places = policy
+        .writable
+        .iter()
+        .map(|root| root.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let network = if policy.network { "allowed" } else { "off" };
     let what = if refused.is_empty() {
+        let writes = if places.is_empty() {
+            "no writes are allowed".to_owned()
+        } else {
+            format!("writes are allowed only under: {places}")
+        };
         format!(
-            "the sandbox may have refused something this command did (writes are allowed \
-             only under: {places}; network: {network}); the \"permission denied\" / \
-             \"operation not permitted\" above may also be an ordinary permission problem"
+            "the sandbox may have refused something this command did ({writes}; network: \
+             {network}); the \"permission denied\" / \"operation not permitted\" above may \
+             also be an ordinary permission problem"
         )
     } else {
         let paths: Vec<String> = refused
             .iter()
             .map(|path| format!("a write to {}", path.display()))
             .collect();
-        format!(
-            "the sandbox refused {}: outside the places this sandbox lets commands write \
-             ({places})",
-            paths.join(", ")
-        )
+        let why = if places.is_empty() {
+            "this sandbox is read-only: commands write nowhere".to_owned()
+        } else {
+            format!("outside the places this sandbox lets commands write ({places})")
+        };
+        format!("the sandbox refused {}: {why}", paths.join(", "))
     };
     Some(format!(
         "[sandbox `{mode}`: {what}. If the command needs it, call bash again with the same \

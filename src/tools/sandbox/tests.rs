@@ -385,6 +385,17 @@ fn a_refused_write_is_named_when_only_the_sandbox_explains_it() {
     );
     let note = explain_refusal(&output, &dirs.workspace, &policy, "workspace-write").unwrap();
     assert!(note.contains("may have refused"), "{note}");
+    // Read-only: a write in the workspace is the sandbox's doing.
+    let read_only = Policy {
+        writable: Vec::new(),
+        network: false,
+    };
+    let output = format!(
+        "sh: 1: cannot create {}/f: Permission denied",
+        dirs.workspace.display()
+    );
+    let note = explain_refusal(&output, &dirs.workspace, &read_only, "read-only").unwrap();
+    assert!(note.contains("this sandbox is read-only"), "{note}");
     // Nothing that looks like a refusal: no note.
     assert_eq!(
         explain_refusal(
