@@ -435,3 +435,21 @@ async fn mounts_are_refused() {
         "{mounts}"
     );
 }
+
+/// A known limit (`docs/security.md`, *What is not enforced*): Landlock does not restrict
+/// metadata, so a sandboxed command changes the mode of a file outside the workspace,
+/// though not its content. If a kernel ever refuses it, this test says the doc is stale.
+#[tokio::test]
+async fn metadata_changes_are_not_restricted() {
+    let Some(_) = landlock() else { return };
+    let dirs = Dirs::new();
+    let file = dirs.outside.join("f");
+    std::fs::write(&file, "kept").unwrap();
+    let command = format!("chmod 600 {0} && echo changed > {0}", file.display());
+    let out = run(&command, &dirs.workspace, Some(&dirs.policy(false))).await;
+    assert_ne!(out.code, Some(0), "{}", out.output);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "chmod went through: docs/security.md says so");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
+}
