@@ -247,7 +247,7 @@ fn session_sandbox(
     let limits = support.unsupported.clone().or_else(|| {
         (!support.gaps.is_empty()).then(|| {
             format!(
-                "this kernel (Landlock ABI {}) does not enforce everything: {}",
+                "not enforced with Landlock ABI {}: {}",
                 support.landlock_abi,
                 support.gaps.join("; ")
             )

@@ -513,3 +513,51 @@ fn without_landlock_the_session_says_so_and_claims_nothing() {
     assert!(!text(output).contains("sandbox"), "{output}");
     assert!(target.exists());
 }
+
+/// An older Landlock ABI (simulated: only ABI 3's rules are applied): the `sandbox`
+/// event and an `info` say what is not enforced; what is, still is.
+#[test]
+fn an_older_abi_says_what_it_does_not_enforce() {
+    let setup = Setup::new("full-access", "");
+    let target = setup.outside().join("x");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut outside = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let command = format!(
+        "kill -0 {} && echo signalled; {}; echo x > {}",
+        outside.id(),
+        connect(port),
+        target.display()
+    );
+    setup.model.push(bash("c1", json!({ "command": command })));
+    setup.model.push(text_reply(&["done"]));
+    let (mut serve, batch) = setup.serve(&[("JUCODE_SANDBOX_SIMULATE_ABI", "3")]);
+    if !enforced(&batch) {
+        outside.kill().unwrap();
+        return;
+    }
+    let sandbox = batch.iter().find(|e| e["type"] == "sandbox").unwrap();
+    let limits = sandbox["limits"].as_str().unwrap_or_default();
+    assert!(limits.contains("Landlock ABI 3"), "{sandbox}");
+    assert!(limits.contains("signals to processes outside"), "{limits}");
+    let info = serve.expect_one("info");
+    let message = info["message"].as_str().unwrap();
+    assert!(
+        message.contains("is enforced, but not entirely"),
+        "{message}"
+    );
+    serve.send(json!({"op": "user_message", "content": "go"}));
+    let events = serve.until_ready();
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    let text = text(output);
+    // Signals are not scoped before ABI 6: the outside process is reachable, as said.
+    assert!(text.contains("signalled"), "{text}");
+    // The seccomp filter still refuses sockets; the file system rules still hold.
+    assert!(!text.contains("\nconnected"), "{text}");
+    assert!(!target.exists(), "{text}");
+}

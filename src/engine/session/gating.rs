@@ -61,14 +61,26 @@ impl Session {
         }
     }
 
-    /// The `info` for a sandbox mode the kernel cannot enforce.
+    /// The `info` for a sandbox mode the kernel cannot enforce, or not entirely.
     pub(super) fn sandbox_notice(&self) -> Option<String> {
         let sandbox = self.emitter.change(|shared| shared.sandbox.clone());
-        (sandbox.mode != SandboxMode::Off && !sandbox.available).then(|| {
-            format!(
+        if sandbox.mode == SandboxMode::Off {
+            return None;
+        }
+        if !sandbox.available {
+            return Some(format!(
                 "sandbox `{}` is not enforced: {}. Commands run without a sandbox; approvals alone gate them.",
                 sandbox.mode,
-                sandbox.limits.as_deref().unwrap_or("the kernel cannot provide it")
+                sandbox
+                    .limits
+                    .as_deref()
+                    .unwrap_or("the kernel cannot provide it")
+            ));
+        }
+        sandbox.limits.as_ref().map(|limits| {
+            format!(
+                "sandbox `{}` is enforced, but not entirely on this kernel ({limits}).",
+                sandbox.mode
             )
         })
     }

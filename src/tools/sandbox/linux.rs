@@ -17,9 +17,9 @@ use seccompiler::{
 
 use super::Policy;
 
-/// The newest ABI whose rights jucode asks for; older kernels get what they offer
-/// (the landlock crate's best effort), and [`super::Support::gaps`] says what is lost.
-const TARGET_ABI: ABI = ABI::V6;
+/// The newest ABI whose rights jucode asks for; older kernels get what they offer, and
+/// [`super::Support::gaps`] says what is lost.
+const TARGET_ABI: i32 = 6;
 
 /// Devices every command may write to, whatever the policy.
 const DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
@@ -128,17 +128,24 @@ fn build_ruleset(policy: &Policy) -> io::Result<OwnedFd> {
 fn build_landlock(
     policy: &Policy,
 ) -> Result<Option<OwnedFd>, Box<dyn std::error::Error + Send + Sync>> {
-    let abi = TARGET_ABI;
+    // The rights of the ABI the probe found (capped: `JUCODE_SANDBOX_SIMULATE_ABI`), so
+    // what is asked for is exactly what `Support::gaps` does not list.
+    let version = super::support().landlock_abi.min(TARGET_ABI);
+    let abi = ABI::from(version);
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi))?;
-    if !policy.network {
-        // Handled and never granted: no TCP connect or bind at all, and no connecting to
-        // an abstract unix socket made outside the sandbox.
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))?
-            .scope(Scope::AbstractUnixSocket)?;
+    if !policy.network && version >= 4 {
+        // Handled and never granted: no TCP connect or bind at all.
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
-    // Signals only to processes inside the sandbox (the command's own), always.
-    let mut created = ruleset.scope(Scope::Signal)?.create()?;
+    if version >= 6 {
+        if !policy.network {
+            // No connecting to an abstract unix socket made outside the sandbox.
+            ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;
+        }
+        // Signals only to processes inside the sandbox (the command's own), always.
+        ruleset = ruleset.scope(Scope::Signal)?;
+    }
+    let mut created = ruleset.create()?;
     created = created.add_rule(PathBeneath::new(
         PathFd::new("/")?,
         AccessFs::from_read(abi),

@@ -14,7 +14,8 @@
 //!   can enforce it; otherwise the caller says so (the session's `sandbox` event and
 //!   `info`), and nothing claims a sandbox that is not there.
 //! - `JUCODE_SANDBOX_SIMULATE_UNSUPPORTED=1` in the engine's environment makes
-//!   [`support`] answer as a kernel without Landlock would (for tests).
+//!   [`support`] answer as a kernel without Landlock would, `JUCODE_SANDBOX_SIMULATE_ABI=N`
+//!   as one with at most ABI `N` (and only that ABI's rules are applied): for tests.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -31,6 +32,9 @@ pub use refusal::explain_refusal;
 
 /// The environment variable that simulates a kernel without Landlock.
 pub const SIMULATE_UNSUPPORTED: &str = "JUCODE_SANDBOX_SIMULATE_UNSUPPORTED";
+/// The environment variable that simulates an older Landlock ABI (`JUCODE_SANDBOX_SIMULATE_ABI=3`):
+/// the probe reports at most that version, and only its rights are asked for.
+pub const SIMULATE_ABI: &str = "JUCODE_SANDBOX_SIMULATE_ABI";
 
 /// What a command may do, as the child is restricted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +72,19 @@ pub fn support() -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     SUPPORT.get_or_init(|| {
         let simulated = std::env::var(SIMULATE_UNSUPPORTED).is_ok_and(|value| value == "1");
-        probe(simulated)
+        let mut support = probe(simulated);
+        if let Some(cap) = std::env::var(SIMULATE_ABI)
+            .ok()
+            .and_then(|value| value.parse::<i32>().ok())
+            .filter(|cap| *cap >= 1 && *cap < support.landlock_abi)
+        {
+            support = describe(cap, support.seccomp);
+            support.gaps.insert(
+                0,
+                format!("an older ABI is simulated ({SIMULATE_ABI}={cap})"),
+            );
+        }
+        support
     })
 }
 
@@ -102,6 +118,11 @@ fn platform_probe() -> Support {
             gaps: Vec::new(),
         };
     }
+    describe(abi, seccomp)
+}
+
+/// What a kernel with Landlock ABI `abi` (at least 1) enforces, and what it does not.
+fn describe(abi: i32, seccomp: bool) -> Support {
     let mut gaps = Vec::new();
     if abi < 2 {
         gaps.push("renaming or linking files between directories is always refused".to_owned());
