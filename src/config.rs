@@ -148,7 +148,29 @@ pub struct Config {
     /// `[websocket]`: the daemon's WebSocket server for dashboards (`docs/websocket.md`).
     #[serde(default)]
     pub websocket: WebSocketConfig,
+    /// `[sandbox]`: what commands a tool starts may do (`docs/security.md`).
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
+
+/// `[sandbox]`: the mode sessions start in, extra writable places, the network.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `read-only`, `workspace-write` (the default) or `off`.
+    pub mode: Option<crate::protocol::SandboxMode>,
+    /// Where `workspace-write` commands may also write (absolute, `~/`, or relative to
+    /// the session's working directory).
+    #[serde(default)]
+    pub writable_roots: Vec<String>,
+    /// TCP and other sockets allowed (default false).
+    #[serde(default)]
+    pub network: bool,
+}
+
+/// `[sandbox] mode` when the config does not set it.
+pub const DEFAULT_SANDBOX_MODE: crate::protocol::SandboxMode =
+    crate::protocol::SandboxMode::WorkspaceWrite;
 
 /// `[websocket]`: where the daemon's WebSocket server listens (nothing listens unless
 /// `port` is set here or by `--server-config`) and who may use it.
@@ -374,6 +396,7 @@ impl LoadedConfig {
         reader.prune_table::<DaemonConfig>(table, "daemon");
         reader.prune_table::<hooks::HooksConfig>(table, "hooks");
         reader.prune_table::<AgentsConfig>(table, "agents");
+        reader.prune_table::<SandboxConfig>(table, "sandbox");
         reader.prune_table::<WebSocketConfig>(table, "websocket");
         let config = reader
             .prune::<Config>("", table, span, &[], Scope::Settings)

@@ -182,6 +182,7 @@ pub fn build_session(
         .approval_mode
         .or(config.approval_mode)
         .unwrap_or(ApprovalMode::Manual);
+    let sandbox = session_sandbox(&config.sandbox, &cwd, &env);
     let idle_unload_secs = config.daemon.idle_unload_secs;
     let reasoning_effort = config.reasoning_effort.clone();
     let catalog = Catalog::new(
@@ -208,6 +209,7 @@ pub fn build_session(
         config_path,
         project: Arc::new(project),
         approval_mode,
+        sandbox,
         reasoning_effort,
         catalog: Arc::new(catalog),
         tools,
@@ -222,6 +224,43 @@ pub fn build_session(
         idle_unload,
         agents_max_depth,
     })
+}
+
+/// The sandbox a session's commands start in: `[sandbox]`, the places of this cwd and
+/// environment, and what the kernel can enforce (probed once per process).
+fn session_sandbox(
+    config: &crate::config::SandboxConfig,
+    cwd: &std::path::Path,
+    env: &HashMap<String, String>,
+) -> crate::engine::Sandbox {
+    let support = crate::tools::sandbox::support();
+    let home = env.get("HOME").filter(|home| !home.is_empty());
+    let extra: Vec<PathBuf> = config
+        .writable_roots
+        .iter()
+        .map(|root| match (root.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(root),
+        })
+        .collect();
+    let writable_roots =
+        crate::tools::sandbox::workspace_roots(cwd, env.get("TMPDIR").map(String::as_str), &extra);
+    let limits = support.unsupported.clone().or_else(|| {
+        (!support.gaps.is_empty()).then(|| {
+            format!(
+                "not enforced with Landlock ABI {}: {}",
+                support.landlock_abi,
+                support.gaps.join("; ")
+            )
+        })
+    });
+    crate::engine::Sandbox {
+        mode: config.mode.unwrap_or(crate::config::DEFAULT_SANDBOX_MODE),
+        writable_roots,
+        network: config.network,
+        available: support.enforced(),
+        limits,
+    }
 }
 
 /// How long an idle daemon session stays loaded by default: ten minutes.

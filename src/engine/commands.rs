@@ -10,7 +10,7 @@ use std::str::FromStr;
 use strum::IntoEnumIterator;
 
 use super::ports::project::TrustDecision;
-use crate::protocol::{CommandInfo, Decision};
+use crate::protocol::{CommandInfo, Decision, SandboxMode};
 
 /// The built-in slash commands.
 #[derive(
@@ -41,6 +41,8 @@ enum CommandName {
     Mcp,
     #[strum(serialize = "/trust")]
     Trust,
+    #[strum(serialize = "/sandbox")]
+    Sandbox,
     #[strum(serialize = "/quit")]
     Quit,
     #[strum(serialize = "/exit")]
@@ -94,6 +96,10 @@ impl CommandName {
                 "yes|repo|no",
                 "Decide whether the project's own files (instructions, skills, commands, hooks) are used: in this directory, in the whole repository, or not",
             ),
+            Self::Sandbox => (
+                "[read-only|workspace-write|off]",
+                "Show the sandbox commands run in (a sandbox event), or change its mode for this session",
+            ),
             Self::Quit => ("", "End the session"),
             Self::Exit => ("", "End the session (same as /quit)"),
         }
@@ -134,6 +140,9 @@ pub enum Command<'a> {
     Checkout(&'a str),
     Compact,
     Trust(TrustDecision),
+    /// `/sandbox` alone: the `sandbox` event, to the asker.
+    SandboxView,
+    SetSandbox(SandboxMode),
 }
 
 pub fn command_list() -> Vec<CommandInfo> {
@@ -233,6 +242,20 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
             ["repo"] => Ok(Command::Trust(TrustDecision::Repo)),
             ["no"] => Ok(Command::Trust(TrustDecision::No)),
             _ => Err(format!("usage: /trust {}", CommandName::Trust.usage().0)),
+        },
+        CommandName::Sandbox => match args.as_slice() {
+            [] => Ok(Command::SandboxView),
+            [mode] => SandboxMode::parse(mode)
+                .map(Command::SetSandbox)
+                .ok_or_else(|| {
+                    format!(
+                        "invalid sandbox mode {mode:?}: expected read-only, workspace-write or off"
+                    )
+                }),
+            _ => Err(format!(
+                "usage: /sandbox {}",
+                CommandName::Sandbox.usage().0
+            )),
         },
         CommandName::Model => match args.as_slice() {
             [] => Ok(Command::ModelView),
@@ -336,6 +359,16 @@ mod tests {
             Ok(Command::Trust(TrustDecision::Repo))
         );
         assert_eq!(parse("/trust").unwrap_err(), "usage: /trust yes|repo|no");
+        assert_eq!(parse("/sandbox"), Ok(Command::SandboxView));
+        assert_eq!(
+            parse("/sandbox read-only"),
+            Ok(Command::SetSandbox(SandboxMode::ReadOnly))
+        );
+        assert!(
+            parse("/sandbox none")
+                .unwrap_err()
+                .contains("invalid sandbox mode")
+        );
         assert!(is_builtin("/trust") && !is_builtin("/review"));
         assert_eq!(parse("/mcp"), Ok(Command::McpView));
         assert_eq!(parse("/mcp retry fs"), Ok(Command::McpRetry("fs")));

@@ -27,7 +27,8 @@ pub use ports::project::{
     CustomCommand, HookEvent, HookRun, NoProject, Project, TrustChange, TrustDecision,
 };
 pub use ports::tools::{
-    Assessment, Effect, Hunk, Progress, Tool, ToolContext, ToolOutput, ToolRegistry, ToolSource,
+    Assessment, Confinement, Effect, Hunk, Progress, Sandbox, Tool, ToolContext, ToolOutput,
+    ToolRegistry, ToolSource,
 };
 pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
 pub use turn::TurnEnd;

@@ -13,7 +13,7 @@ use super::agents::record::Agents;
 use super::builtin::goal::state::GoalState;
 use super::conversation::store::Store;
 use super::emitter;
-use super::ports::tools::Hunk;
+use super::ports::tools::{Hunk, Sandbox};
 use super::turn::deferred::DeferredActions;
 use crate::protocol::{ApprovalMode, Event, SessionStatus};
 
@@ -54,11 +54,14 @@ pub struct Shared {
     /// The session's subagents: their rows, transcripts and running conversations.
     pub agents: Agents,
     pub goal: GoalState,
+    /// The sandbox commands run in; a change applies to the next command.
+    pub sandbox: Sandbox,
 }
 
 impl Shared {
-    pub fn new(mode: ApprovalMode, store: Store) -> Self {
+    pub fn new(mode: ApprovalMode, sandbox: Sandbox, store: Store) -> Self {
         Self {
+            sandbox,
             agents: Agents::from_store(&store),
             goal: GoalState::from_store(&store),
             store,

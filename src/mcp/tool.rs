@@ -55,7 +55,10 @@ impl Tool for McpTool {
         let effect = if self.remote.read_only {
             Effect::ReadOnly
         } else {
-            Effect::Exec { danger: None }
+            Effect::Exec {
+                danger: None,
+                confinement: crate::engine::Confinement::Unconfined,
+            }
         };
         let mut summary = format!("{} › {} {args}", self.server, self.remote.name);
         if summary.len() > MAX_SUMMARY {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::values::{
     ApprovalMode, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState, PlanStatus,
-    Resolution, SessionStatus,
+    Resolution, SandboxMode, SessionStatus,
 };
 
 /// One event of serve protocol v2.
@@ -37,6 +37,22 @@ pub enum Event {
     },
     ApprovalMode {
         mode: ApprovalMode,
+    },
+    /// The sandbox commands run in (`docs/security.md`): in the startup batch, and again
+    /// to every client when it changes.
+    Sandbox {
+        mode: SandboxMode,
+        /// Whether TCP and other sockets are allowed.
+        network: bool,
+        /// Where commands may write (`workspace-write`: the working directory, the temp
+        /// directory, `writable_roots`); empty for `read-only` and `off`.
+        writable_roots: Vec<String>,
+        /// Whether the kernel enforces `mode` (false for `off`, and when it cannot).
+        enforced: bool,
+        /// What is not enforced, when something is not: the reason nothing is, or the
+        /// parts this kernel lacks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limits: Option<String>,
     },
     McpServers {
         servers: Vec<McpServerView>,

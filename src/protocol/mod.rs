@@ -27,7 +27,7 @@ pub use jucode_daemon::protocol::{
 pub use ops::{ApproveOp, ApprovePlanOp, McpServerConfig, Op, OpName, UserInput, parse_op};
 pub use values::{
     ApprovalMode, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState,
-    PlanDecision, PlanStatus, ReplyStop, Resolution, SessionStatus,
+    PlanDecision, PlanStatus, ReplyStop, Resolution, SandboxMode, SessionStatus,
 };
 
 use bytes::Bytes;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::values::{ApprovalMode, Decision, ElicitationAction, PlanDecision};
+use super::values::{ApprovalMode, Decision, ElicitationAction, PlanDecision, SandboxMode};
 
 /// One op of serve protocol v2. Unknown fields (notably `session`) are ignored: a
 /// `jucode serve` process hosts exactly one session, and the daemon routes on `session`
@@ -51,6 +51,10 @@ pub enum Op {
     Approve(ApproveOp),
     SetApprovalMode {
         mode: ApprovalMode,
+    },
+    /// Changes the session's sandbox mode (`sandbox` follows, to every client).
+    SetSandboxMode {
+        mode: SandboxMode,
     },
     /// Asks for the `agent_runs` view.
     AgentRuns,

@@ -51,6 +51,41 @@ impl fmt::Display for ApprovalMode {
     }
 }
 
+/// What commands a tool starts may do (`[sandbox] mode`, `set_sandbox_mode`, `/sandbox`;
+/// `docs/security.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Read anywhere the user can, write nowhere (but `/dev/null` and the like).
+    ReadOnly,
+    /// Also write under the working directory, the temp directory and `writable_roots`.
+    WorkspaceWrite,
+    /// No sandbox: approvals alone.
+    Off,
+}
+
+impl SandboxMode {
+    pub const ALL: [SandboxMode; 3] = [Self::ReadOnly, Self::WorkspaceWrite, Self::Off];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::Off => "off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == text)
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An answer to an approval request or a deferred action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

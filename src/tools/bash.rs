@@ -13,6 +13,12 @@
 //!   `killed: …`), so the model never has to guess from the output.
 //! - Timeout: 120 s by default, at most 600 s; larger values are clamped, not refused,
 //!   since a model asking for more time means "as long as allowed".
+//! - The command runs in the session's sandbox (`super::sandbox`) when the kernel
+//!   enforces one: its assessment then says the sandbox contains it (with the network
+//!   off), which lets `auto-edit` run it without asking. A failure that looks like the
+//!   sandbox's refusal says so, and how to ask for the same command with
+//!   `"unsandboxed": true`: that call is assessed as leaving the sandbox, which the
+//!   approval policy always puts to a person (and plan mode refuses).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,9 +28,10 @@ use serde_json::{Value, json};
 
 use super::args::Args;
 use super::exec::{self, End, Job};
+use super::sandbox::{Policy, Prepared, explain_refusal};
 use super::shell::{ShellClass, classify_with_home};
 use crate::engine::ports::model::ToolSpec;
-use crate::engine::{Assessment, Effect, Tool, ToolContext, ToolOutput};
+use crate::engine::{Assessment, Confinement, Effect, Tool, ToolContext, ToolOutput};
 
 const NAME: &str = "bash";
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -37,6 +44,9 @@ pub struct Bash;
 struct Request {
     command: String,
     timeout_ms: u64,
+    /// Run without the session's sandbox (asked for after a refusal; always approved
+    /// by a person).
+    unsandboxed: bool,
 }
 
 impl Request {
@@ -54,9 +64,11 @@ impl Request {
                 "{NAME}: argument \"timeout_ms\" must be at least 1"
             ));
         }
+        let unsandboxed = args.optional_bool("unsandboxed")?.unwrap_or(false);
         Ok(Self {
             command,
             timeout_ms: timeout_ms.min(MAX_TIMEOUT_MS),
+            unsandboxed,
         })
     }
 }
@@ -74,7 +86,9 @@ impl Tool for Bash {
                 note of how much was cut: narrow it with grep, head or tail, or redirect it \
                 to a file and read that. Prefer read_file, list_dir and grep for looking at \
                 files. Background processes (`cmd &`) are not waited for; redirect their \
-                output to a file."
+                output to a file. The command may run in a sandbox that limits where it \
+                writes and whether it reaches the network; when the sandbox refuses \
+                something, the result says so and how to ask for running it unsandboxed."
                 .to_owned(),
             parameters: json!({
                 "type": "object",
@@ -88,6 +102,12 @@ impl Tool for Bash {
                         "minimum": 1,
                         "maximum": MAX_TIMEOUT_MS,
                         "description": "Milliseconds before the command is killed. Default 120000."
+                    },
+                    "unsandboxed": {
+                        "type": "boolean",
+                        "description": "Run the command without the sandbox. Only after a result \
+                            said the sandbox refused something the command needs: the user is \
+                            asked to approve it first."
                     }
                 },
                 "required": ["command"],
@@ -103,7 +123,7 @@ impl Tool for Bash {
     ) -> BoxFuture<'static, Result<Assessment, ToolOutput>> {
         let assessment = Request::parse(args)
             .map_err(ToolOutput::error)
-            .map(|request| assess(&request.command, ctx));
+            .map(|request| assess(&request, ctx));
         Box::pin(async move { assessment })
     }
 
@@ -113,6 +133,19 @@ impl Tool for Bash {
                 Ok(request) => request,
                 Err(message) => return ToolOutput::error(message),
             };
+            let policy = (ctx.sandbox.enforced() && !request.unsandboxed).then(|| Policy {
+                writable: ctx.sandbox.writable().to_vec(),
+                network: ctx.sandbox.network,
+            });
+            // Fail closed: a sandbox that cannot be prepared runs nothing.
+            let prepared = match policy.as_ref().map(Prepared::new).transpose() {
+                Ok(prepared) => prepared,
+                Err(err) => {
+                    return ToolOutput::error(format!(
+                        "{NAME}: cannot prepare the sandbox ({err}); the command did not run"
+                    ));
+                }
+            };
             let job = Job {
                 command: &request.command,
                 cwd: &ctx.cwd,
@@ -120,27 +153,76 @@ impl Tool for Bash {
                 timeout: Duration::from_millis(request.timeout_ms),
                 cancel: &ctx.cancel,
                 progress: &ctx.progress,
+                sandbox: prepared.as_ref(),
             };
             match exec::run(job).await {
-                Ok(finished) => render(finished, request.timeout_ms),
+                Ok(finished) => {
+                    let mut output = render(finished, request.timeout_ms);
+                    if output.is_error
+                        && let Some(policy) = &policy
+                        && let Some(note) = explain_refusal(
+                            &output.output,
+                            &ctx.cwd,
+                            policy,
+                            ctx.sandbox.mode.as_str(),
+                        )
+                    {
+                        output.output.push('\n');
+                        output.output.push_str(&note);
+                    }
+                    output
+                }
                 Err(err) => ToolOutput::error(format!("{NAME}: cannot start the shell: {err}")),
             }
         })
     }
 }
 
-fn assess(command: &str, ctx: &ToolContext) -> Assessment {
+fn assess(request: &Request, ctx: &ToolContext) -> Assessment {
+    let command = request.command.as_str();
     // The shell runs with the session's environment, so its `~` is the session's HOME
     // (a daemon's own may differ); without one, bash falls back to the user's home.
     let home = match ctx.env.get("HOME").filter(|home| !home.is_empty()) {
         Some(home) => Some(PathBuf::from(home)),
         None => directories::BaseDirs::new().map(|dirs| dirs.home_dir().to_path_buf()),
     };
-    let effect = match classify_with_home(command, &ctx.cwd, home.as_deref()) {
+    let class = classify_with_home(command, &ctx.cwd, home.as_deref());
+    if request.unsandboxed && ctx.sandbox.enforced() {
+        let danger = match class {
+            ShellClass::Dangerous(reason) => Some(reason),
+            ShellClass::ReadOnly | ShellClass::Mutating => None,
+        };
+        return Assessment {
+            effect: Effect::Exec {
+                danger,
+                confinement: Confinement::Unsandboxed,
+            },
+            summary: format!(
+                "run WITHOUT the sandbox (`{}` would not apply: it could write anywhere you can{}): {command}",
+                ctx.sandbox.mode,
+                if ctx.sandbox.network {
+                    ""
+                } else {
+                    " and reach the network"
+                }
+            ),
+            hunks: None,
+        };
+    }
+    let confinement = if ctx.sandbox.contains_effects() {
+        Confinement::Contained
+    } else {
+        Confinement::Unconfined
+    };
+    let effect = match class {
         ShellClass::ReadOnly => Effect::ReadOnly,
-        ShellClass::Mutating => Effect::Exec { danger: None },
+        ShellClass::Mutating => Effect::Exec {
+            danger: None,
+            confinement,
+        },
         ShellClass::Dangerous(reason) => Effect::Exec {
             danger: Some(reason),
+            confinement,
         },
     };
     Assessment {

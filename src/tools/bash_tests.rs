@@ -273,9 +273,21 @@ async fn assessment_follows_the_classifier() {
     assert_eq!(read_only.summary, "ls -la | head");
     assert_eq!(read_only.hunks, None);
     let mutating = assess("touch a").await.unwrap();
-    assert_eq!(mutating.effect, Effect::Exec { danger: None });
+    assert_eq!(
+        mutating.effect,
+        Effect::Exec {
+            danger: None,
+            confinement: crate::engine::Confinement::Unconfined
+        }
+    );
     let dangerous = assess("sudo ls").await.unwrap();
-    assert!(matches!(dangerous.effect, Effect::Exec { danger: Some(_) }));
+    assert!(matches!(
+        dangerous.effect,
+        Effect::Exec {
+            danger: Some(_),
+            ..
+        }
+    ));
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use super::diff::LineDiff;
 use super::files::{Target, select_hunks};
 use crate::engine::delegate::ToolDelegate;
 use crate::engine::ports::model::ToolSpec;
-use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::{Assessment, Confinement, Effect, Tool, ToolContext, ToolOutput};
 
 /// How long a file request may wait for the client.
 const FS_TIMEOUT: Duration = Duration::from_secs(30);
@@ -100,6 +100,23 @@ impl<T: Tool> Tool for Delegated<T> {
                 }
                 let hunks = diff.hunks(0, &target.shown);
                 Ok(target.assessment(summary, Some(hunks)))
+            });
+        }
+        let terminal = ctx
+            .delegate
+            .as_ref()
+            .is_some_and(|d| d.capabilities.terminal);
+        if matches!(self.kind, Kind::Shell) && terminal {
+            // The client's terminal runs it, outside jucode's sandbox.
+            let assessed = self.inner.assess(args, ctx);
+            return Box::pin(async move {
+                let mut assessment = assessed.await?;
+                if let Effect::Exec { confinement, .. } = &mut assessment.effect
+                    && *confinement == Confinement::Contained
+                {
+                    *confinement = Confinement::Unconfined;
+                }
+                Ok(assessment)
             });
         }
         self.inner.assess(args, ctx)

@@ -60,6 +60,9 @@ pub(super) struct Job<'a> {
     pub timeout: Duration,
     pub cancel: &'a CancellationToken,
     pub progress: &'a Progress,
+    /// The sandbox the command runs in, applied in the child before `exec`; `None`
+    /// runs it unrestricted.
+    pub sandbox: Option<&'a super::sandbox::Prepared>,
 }
 
 /// How a command ended.
@@ -140,7 +143,11 @@ async fn run_with_shells(job: Job<'_>, shells: &[&str]) -> io::Result<Finished> 
 fn spawn(job: &Job<'_>, shells: &[&str]) -> io::Result<Child> {
     let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no shell found");
     for shell in shells {
-        let spawned = Command::new(shell)
+        let mut command = Command::new(shell);
+        if let Some(sandbox) = job.sandbox {
+            sandbox.apply(&mut command);
+        }
+        let spawned = command
             .arg("-c")
             .arg(job.command)
             .current_dir(job.cwd)
@@ -331,6 +338,7 @@ mod tests {
             timeout: Duration::from_secs(10),
             cancel: &CancellationToken::new(),
             progress: &Progress::default(),
+            sandbox: None,
         };
         let finished = run_with_shells(job, &["/nonexistent/jucode-shell", "sh"])
             .await
@@ -344,6 +352,7 @@ mod tests {
             timeout: Duration::from_secs(10),
             cancel: &CancellationToken::new(),
             progress: &Progress::default(),
+            sandbox: None,
         };
         let err = run_with_shells(job, &["/nonexistent/jucode-shell"])
             .await

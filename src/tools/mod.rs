@@ -31,6 +31,7 @@ mod files;
 mod grep;
 mod list_dir;
 mod read_file;
+pub mod sandbox;
 mod shell;
 mod web;
 mod write_file;

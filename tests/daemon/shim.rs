@@ -15,12 +15,13 @@ use crate::common::schema::assert_event;
 use crate::common::serve::{Home, Serve, types};
 
 /// The startup batch of a session without a configured model.
-const BATCH: [&str; 7] = [
+const BATCH: [&str; 8] = [
     "hello",
     "startup",
     "model_status",
     "command_list",
     "approval_mode",
+    "sandbox",
     "mcp_servers",
     "info",
 ];

@@ -175,6 +175,9 @@ fn a_subagents_call_can_be_denied_or_deferred() {
 /// What becomes of a subagent's `touch` in `mode`: `run`, `ask` or `refused`.
 fn other_shell_in(mode: &str) -> &'static str {
     let (model, home) = in_mode(mode);
+    // The approval table alone: a sandbox would let auto-edit run the command
+    // (`tests/serve/sandbox.rs`).
+    home.append_config("[sandbox]\nmode = \"off\"\n");
     model.push(one_call(
         "s1",
         "spawn_agent",

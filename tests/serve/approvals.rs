@@ -10,6 +10,9 @@ fn setup(mode: &str) -> (MockModel, Home) {
     let model = MockModel::start();
     let home = Home::new();
     home.mock_config_in_mode(&model.base_url(), mode);
+    // The approval table alone; with a sandbox, auto-edit runs the commands it contains
+    // (`tests/serve/sandbox.rs`).
+    home.append_config("[sandbox]\nmode = \"off\"\n");
     (model, home)
 }
 

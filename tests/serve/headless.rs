@@ -39,13 +39,14 @@ fn a_completed_turn_exits_0_with_serve_s_events() {
     assert_eq!(code, Some(0));
     let kinds = types(&events);
     assert_eq!(
-        kinds[..6],
+        kinds[..7],
         [
             "hello",
             "startup",
             "model_status",
             "command_list",
             "approval_mode",
+            "sandbox",
             "mcp_servers"
         ]
     );

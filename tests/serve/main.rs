@@ -20,6 +20,7 @@ mod plans;
 mod project;
 mod queue;
 mod recovery;
+mod sandbox;
 mod schema;
 mod sessions;
 mod shell;

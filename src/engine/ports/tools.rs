@@ -12,6 +12,57 @@ use tokio_util::sync::CancellationToken;
 
 use super::model::{ImageData, ToolSpec};
 pub use crate::protocol::Hunk;
+use crate::protocol::SandboxMode;
+
+/// The sandbox the session's commands run in: the mode in force and what the host
+/// found the kernel can do. Tools that start commands apply it; the engine shows it
+/// (the `sandbox` event) and lets the approval policy count on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    pub mode: SandboxMode,
+    /// Where `workspace-write` commands may write: the working directory, the temp
+    /// directory, the configured extra roots (absolute).
+    pub writable_roots: Vec<PathBuf>,
+    /// TCP and other sockets allowed.
+    pub network: bool,
+    /// Whether the kernel can enforce a sandbox at all.
+    pub available: bool,
+    /// Why it cannot (when it cannot), or what this kernel does not enforce.
+    pub limits: Option<String>,
+}
+
+impl Sandbox {
+    /// No sandbox (tests, detached contexts).
+    pub fn off() -> Self {
+        Self {
+            mode: SandboxMode::Off,
+            writable_roots: Vec::new(),
+            network: true,
+            available: false,
+            limits: None,
+        }
+    }
+
+    /// Whether commands are restricted by the kernel.
+    pub fn enforced(&self) -> bool {
+        self.available && self.mode != SandboxMode::Off
+    }
+
+    /// Whether a command's effects stay inside what the user chose to allow: enforced,
+    /// and without the network (which reaches local sockets such as a session bus,
+    /// and through them programs outside the sandbox).
+    pub fn contains_effects(&self) -> bool {
+        self.enforced() && !self.network
+    }
+
+    /// Where commands may write under the current mode.
+    pub fn writable(&self) -> &[PathBuf] {
+        match self.mode {
+            SandboxMode::WorkspaceWrite => &self.writable_roots,
+            SandboxMode::ReadOnly | SandboxMode::Off => &[],
+        }
+    }
+}
 
 /// Everything a running tool may use from its session.
 #[derive(Clone)]
@@ -30,6 +81,8 @@ pub struct ToolContext {
     /// The client that serves file reads, writes and commands for the session, if one
     /// does (see `delegate`).
     pub delegate: Option<crate::engine::delegate::ToolDelegate>,
+    /// The sandbox commands started for this call run in.
+    pub sandbox: Arc<Sandbox>,
 }
 
 impl ToolContext {
@@ -46,6 +99,7 @@ impl ToolContext {
             progress: Progress::default(),
             hunks: None,
             delegate: None,
+            sandbox: Arc::new(Sandbox::off()),
         }
     }
 }
@@ -99,10 +153,24 @@ pub enum Effect {
     Edit { paths: Vec<PathBuf> },
     /// Runs a shell command not known to be read-only. `danger` is set when the
     /// classifier flags it as dangerous, and says why.
-    Exec { danger: Option<String> },
+    Exec {
+        danger: Option<String>,
+        confinement: Confinement,
+    },
     /// Reaches the network (fetches a page, queries a search service) without changing
     /// anything here. `host` is where the call goes, as the user would recognise it.
     Network { host: String },
+}
+
+/// What holds a command's effects besides approvals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confinement {
+    /// Nothing: it can do whatever the user can (no sandbox, or not started by jucode).
+    Unconfined,
+    /// The sandbox contains its effects ([`Sandbox::contains_effects`]).
+    Contained,
+    /// The model asked to run it without the sandbox that applies: always asked for.
+    Unsandboxed,
 }
 
 /// A tool's account of a call before it runs.

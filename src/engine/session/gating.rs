@@ -7,12 +7,32 @@
 //! session ends (see [`Session::resolve_open_approvals`] and `calls.rs`).
 
 use super::{Internal, Session};
+use crate::engine::ports::tools::Sandbox;
 use crate::engine::ports::tools::ToolOutput;
 use crate::engine::shared::Answer;
 use crate::engine::turn::approvals::validate_answer;
 use crate::engine::turn::calls::parse_arguments;
 use crate::engine::turn::deferred::ActionState;
-use crate::protocol::{ApprovalMode, Decision, Event, Resolution, SessionStatus, UserInput};
+use crate::protocol::{
+    ApprovalMode, Decision, Event, Resolution, SandboxMode, SessionStatus, UserInput,
+};
+
+/// The `sandbox` event of `sandbox`.
+pub(super) fn sandbox_event(sandbox: &Sandbox) -> Event {
+    Event::Sandbox {
+        mode: sandbox.mode,
+        network: sandbox.network,
+        writable_roots: sandbox
+            .writable()
+            .iter()
+            .map(|root| root.display().to_string())
+            .collect(),
+        enforced: sandbox.enforced(),
+        limits: (sandbox.mode != SandboxMode::Off)
+            .then(|| sandbox.limits.clone())
+            .flatten(),
+    }
+}
 
 impl Session {
     pub(super) async fn apply_mode(&mut self, mode: ApprovalMode) {
@@ -25,6 +45,44 @@ impl Session {
                 (Some(Event::ApprovalMode { mode }), ())
             })
             .await;
+    }
+
+    /// Changes the sandbox mode: from the next command on, for the session's turns and
+    /// its subagents alike; every client is shown the new `sandbox`.
+    pub(super) async fn apply_sandbox_mode(&mut self, mode: SandboxMode) {
+        self.emitter
+            .emit_with(|shared| {
+                shared.sandbox.mode = mode;
+                (Some(sandbox_event(&shared.sandbox)), ())
+            })
+            .await;
+        if let Some(notice) = self.sandbox_notice() {
+            self.emitter.info(notice).await;
+        }
+    }
+
+    /// The `info` for a sandbox mode the kernel cannot enforce, or not entirely.
+    pub(super) fn sandbox_notice(&self) -> Option<String> {
+        let sandbox = self.emitter.change(|shared| shared.sandbox.clone());
+        if sandbox.mode == SandboxMode::Off {
+            return None;
+        }
+        if !sandbox.available {
+            return Some(format!(
+                "sandbox `{}` is not enforced: {}. Commands run without a sandbox; approvals alone gate them.",
+                sandbox.mode,
+                sandbox
+                    .limits
+                    .as_deref()
+                    .unwrap_or("the kernel cannot provide it")
+            ));
+        }
+        sandbox.limits.as_ref().map(|limits| {
+            format!(
+                "sandbox `{}` is enforced, but not entirely on this kernel ({limits}).",
+                sandbox.mode
+            )
+        })
     }
 
     /// Answers an approval request. Every validation error leaves it open, and goes to
@@ -185,6 +243,7 @@ impl Session {
         let args = action.arguments.clone();
         let mut ctx = crate::engine::ports::tools::ToolContext::detached(action.cwd.clone());
         ctx.env = self.params.env.clone();
+        ctx.sandbox = std::sync::Arc::new(self.emitter.change(|shared| shared.sandbox.clone()));
         let done = self.internal_tx.clone();
         let id = action.id.clone();
         tokio::spawn(async move {

@@ -119,8 +119,13 @@ impl Session {
         self.agents.shutdown().await;
         let shown = self.trace();
         self.emitter.change(|shared| shared.store.journal().sync());
-        let mode = self.emitter.change(|shared| shared.mode);
-        let shared = Arc::new(Mutex::new(Shared::new(mode, store)));
+        let (mode, sandbox_mode) = self
+            .emitter
+            .change(|shared| (shared.mode, shared.sandbox.mode));
+        // The session's sandbox mode goes on; the places it may write are the new cwd's.
+        let mut sandbox = params.sandbox.clone();
+        sandbox.mode = sandbox_mode;
+        let shared = Arc::new(Mutex::new(Shared::new(mode, sandbox, store)));
         self.emitter = self.emitter.for_session(&params.session_id, shared);
         params.clients = None;
         // Its MCP servers are its own: the old ones stop, the new ones start.

@@ -42,7 +42,7 @@ use super::ports::library::Library;
 use super::ports::mcp::McpServers;
 use super::ports::model::{ModelCatalog, ResolvedModel};
 use super::ports::project::Project;
-use super::ports::tools::{ToolOutput, ToolRegistry};
+use super::ports::tools::{Sandbox, ToolOutput, ToolRegistry};
 use super::shared::{Emitter, Shared};
 use super::turn::{SteerInbox, TurnEnd, TurnOutcome};
 use crate::protocol::{ApprovalMode, ClientId, Event, ModelStatus, Op, UserInput};
@@ -58,6 +58,8 @@ pub struct SessionParams {
     /// The project and the user: the system prompt, custom commands, trust, hooks.
     pub project: Arc<dyn Project>,
     pub approval_mode: ApprovalMode,
+    /// The sandbox commands run in at first (`[sandbox]`, the kernel's support).
+    pub sandbox: Sandbox,
     /// `reasoning_effort` from the config, applied when the model supports it.
     pub reasoning_effort: Option<String>,
     pub catalog: Arc<dyn ModelCatalog>,
@@ -239,7 +241,11 @@ impl Session {
             },
             None => Store::new(meta(&params, &model), journal),
         };
-        let shared = Arc::new(Mutex::new(Shared::new(params.approval_mode, store)));
+        let shared = Arc::new(Mutex::new(Shared::new(
+            params.approval_mode,
+            params.sandbox.clone(),
+            store,
+        )));
         let emitter = Emitter::new(Output::new(&params.session_id, events), shared);
         model.client.warm_up();
         tokens::warm_up();
@@ -283,6 +289,7 @@ impl Session {
         session.in_daemon = session.params.clients.is_some();
         let (recovered, again) = session.recover_calls();
         notices.extend(recovered);
+        notices.extend(session.sandbox_notice());
         session.keep_load_notices(&notices);
         session.emit_startup().await;
         // Only now: the startup batch shows every enabled server `connecting`, and no
@@ -426,6 +433,7 @@ impl Session {
             Op::Unqueue { index } => self.unqueue(index).await,
             Op::Interrupt { index } => self.interrupt(index).await,
             Op::SetApprovalMode { mode } => self.apply_mode(mode).await,
+            Op::SetSandboxMode { mode } => self.apply_sandbox_mode(mode).await,
             Op::Approve(answer) => {
                 self.approve(
                     &answer.call_id,

@@ -38,6 +38,13 @@ impl Session {
             } => self.approve(call_id, decision, always, hunks).await,
             Command::Plan(args) => self.plan_command(args).await,
             Command::Goal(args) => self.goal_command(args).await,
+            Command::SandboxView => {
+                let event = self
+                    .emitter
+                    .change(|shared| super::gating::sandbox_event(&shared.sandbox));
+                self.reply(event).await;
+            }
+            Command::SetSandbox(mode) => self.apply_sandbox_mode(mode).await,
             Command::ResumeView => self.resume_view().await,
             Command::Resume(id) => self.resume(id).await,
             Command::TreeView => self.tree_view().await,

@@ -7,17 +7,27 @@ use bytes::Bytes;
 use crate::engine::builtin::plan_steps;
 use crate::engine::conversation::tokens;
 use crate::engine::emitter::SnapshotPart;
+use crate::engine::ports::tools::Sandbox;
 use crate::engine::shared::Shared;
 use crate::protocol::{ApprovalMode, Event, TranscriptItem, VERSION};
 
 impl Session {
     /// The fixed part of the startup batch, up to `mcp_servers`.
     pub(super) async fn emit_startup(&mut self) {
-        let mode = self.emitter.change(|shared| shared.mode);
-        let [startup, _, command_list, approval_mode, mcp_servers] = self.startup_batch(mode);
+        let (mode, sandbox) = self
+            .emitter
+            .change(|shared| (shared.mode, shared.sandbox.clone()));
+        let [
+            startup,
+            _,
+            command_list,
+            approval_mode,
+            sandbox,
+            mcp_servers,
+        ] = self.startup_batch(mode, &sandbox);
         self.emitter.emit(startup).await;
         self.emit_model_status().await;
-        for event in [command_list, approval_mode, mcp_servers] {
+        for event in [command_list, approval_mode, sandbox, mcp_servers] {
             self.emitter.emit(event).await;
         }
     }
@@ -52,8 +62,9 @@ impl Session {
         }
     }
 
-    /// `startup`, `model_status`, `command_list`, `approval_mode`, `mcp_servers`.
-    fn startup_batch(&self, mode: ApprovalMode) -> [Event; 5] {
+    /// `startup`, `model_status`, `command_list`, `approval_mode`, `sandbox`,
+    /// `mcp_servers`.
+    fn startup_batch(&self, mode: ApprovalMode, sandbox: &Sandbox) -> [Event; 6] {
         let params = &self.params;
         [
             Event::Startup {
@@ -70,6 +81,7 @@ impl Session {
                 commands: self.command_list(),
             },
             Event::ApprovalMode { mode },
+            super::gating::sandbox_event(sandbox),
             Event::McpServers {
                 servers: self.mcp_view(),
             },
@@ -86,7 +98,7 @@ impl Session {
         self.emitter
             .snapshot(token, |shared| {
                 let events: Vec<SnapshotPart> = self
-                    .startup_batch(shared.mode)
+                    .startup_batch(shared.mode, &shared.sandbox)
                     .into_iter()
                     .map(|event| SnapshotPart::Event(Box::new(event)))
                     .collect();

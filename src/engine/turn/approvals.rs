@@ -7,6 +7,8 @@
 //! | file edits inside the session cwd         | ask    | refused | run       | run                  | run         |
 //! | file edits outside the cwd                | ask    | refused | ask       | ask                  | run         |
 //! | other shell commands                      | ask    | refused | ask       | run (dangerous: ask) | run         |
+//! | … the sandbox contains (no network)       | ask    | refused | run (dangerous: ask) | run (dangerous: ask) | run |
+//! | … asked to run unsandboxed                | ask    | refused | ask       | ask                  | ask         |
 //!
 //! MCP tools fall in these rows through their assessment: `readOnlyHint` tools are
 //! read-only, every other MCP tool is gated as an "other shell command".
@@ -22,7 +24,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::engine::ports::tools::{Effect, Hunk};
+use crate::engine::ports::tools::{Confinement, Effect, Hunk};
 use crate::protocol::{ApprovalMode, Decision};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,11 +54,32 @@ pub fn gate(effect: &Effect, mode: ApprovalMode, name: &str, cwd: &Path) -> Gate
             Manual => Gate::Ask,
             Plan | AutoEdit | Auto | FullAccess => Gate::Run,
         },
-        Effect::Exec { danger } => match mode {
+        Effect::Exec {
+            danger,
+            confinement: Confinement::Unconfined,
+        } => match mode {
             Manual | AutoEdit => Gate::Ask,
             Plan => refuse(),
             Auto if danger.is_some() => Gate::Ask,
             Auto | FullAccess => Gate::Run,
+        },
+        // The sandbox holds what it does: auto-edit runs it as auto does.
+        Effect::Exec {
+            danger,
+            confinement: Confinement::Contained,
+        } => match mode {
+            Manual => Gate::Ask,
+            Plan => refuse(),
+            AutoEdit | Auto if danger.is_some() => Gate::Ask,
+            AutoEdit | Auto | FullAccess => Gate::Run,
+        },
+        // Leaving the sandbox is always a person's decision.
+        Effect::Exec {
+            confinement: Confinement::Unsandboxed,
+            ..
+        } => match mode {
+            Plan => refuse(),
+            Manual | AutoEdit | Auto | FullAccess => Gate::Ask,
         },
     }
 }
@@ -192,10 +215,15 @@ mod tests {
         let cwd = dir.path();
         let inside = cwd.join("src/lib.rs").display().to_string();
         let read = Effect::ReadOnly;
-        let shell = Effect::Exec { danger: None };
-        let dangerous = Effect::Exec {
-            danger: Some("sudo".into()),
+        let exec = |danger: Option<&str>, confinement| Effect::Exec {
+            danger: danger.map(str::to_owned),
+            confinement,
         };
+        let shell = exec(None, Confinement::Unconfined);
+        let dangerous = exec(Some("sudo"), Confinement::Unconfined);
+        let contained = exec(None, Confinement::Contained);
+        let contained_dangerous = exec(Some("git reset --hard"), Confinement::Contained);
+        let unsandboxed = exec(None, Confinement::Unsandboxed);
         let network = Effect::Network {
             host: "example.com".into(),
         };
@@ -205,6 +233,9 @@ mod tests {
             (&edit("/etc/hosts"), ["ask", "refuse", "ask", "ask", "run"]),
             (&shell, ["ask", "refuse", "ask", "run", "run"]),
             (&dangerous, ["ask", "refuse", "ask", "ask", "run"]),
+            (&contained, ["ask", "refuse", "run", "run", "run"]),
+            (&contained_dangerous, ["ask", "refuse", "ask", "ask", "run"]),
+            (&unsandboxed, ["ask", "refuse", "ask", "ask", "ask"]),
             (&network, ["ask", "run", "run", "run", "run"]),
         ];
         for (effect, expected) in cases {

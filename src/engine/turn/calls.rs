@@ -19,8 +19,8 @@ use super::deferred::{self, ActionState, DeferredAction};
 use super::plan::{PROPOSE_PLAN, new_plan_id};
 use crate::engine::conversation::store::{ApprovalMark, EntryBody, FileBefore, Prepared};
 use crate::engine::ports::model::{Message, ToolCall};
-use crate::engine::ports::tools::Effect;
 use crate::engine::ports::tools::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::ports::tools::{Confinement, Effect};
 use crate::engine::shared::{Answer, PendingApproval};
 use crate::protocol::{Event, PlanStatus, Resolution};
 
@@ -249,6 +249,7 @@ impl TurnContext {
             progress: Default::default(),
             hunks: None,
             delegate: None,
+            sandbox: Arc::new(self.emitter.change(|shared| shared.sandbox.clone())),
         }
     }
 
@@ -268,9 +269,17 @@ impl TurnContext {
             subagent_id: self.track.subagent_id(),
             hunks: assessment.hunks.clone(),
         };
+        // The allowlist never covers leaving the sandbox: a person decides each time.
+        let escalation = matches!(
+            assessment.effect,
+            Effect::Exec {
+                confinement: Confinement::Unsandboxed,
+                ..
+            }
+        );
         let asked = self
             .emit_with(|shared| {
-                if shared.allowlist.contains(&call.name) {
+                if !escalation && shared.allowlist.contains(&call.name) {
                     return (None, Some(Answer::Allow { hunks: None }));
                 }
                 if !shared.attended {
