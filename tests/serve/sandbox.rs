@@ -537,6 +537,7 @@ fn an_older_abi_says_what_it_does_not_enforce() {
     let (mut serve, batch) = setup.serve(&[("JUCODE_SANDBOX_SIMULATE_ABI", "3")]);
     if !enforced(&batch) {
         outside.kill().unwrap();
+        outside.wait().unwrap();
         return;
     }
     let sandbox = batch.iter().find(|e| e["type"] == "sandbox").unwrap();
