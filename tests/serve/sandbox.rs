@@ -393,9 +393,27 @@ fn plan_mode_refuses_and_an_unattended_session_defers_an_escalation() {
     serve.send(json!({"op": "set_attended", "attended": false}));
     serve.send(json!({"op": "user_message", "content": "go"}));
     let events = serve.until_ready();
-    assert!(types(&events).contains(&"action_deferred"), "{events:#?}");
+    let deferred = events
+        .iter()
+        .find(|e| e["type"] == "action_deferred")
+        .unwrap_or_else(|| panic!("{events:#?}"));
     assert!(!types(&events).contains(&"approval_request"), "{events:#?}");
     assert!(!target.exists());
+    // It runs, unsandboxed, only once the user allows the deferred action.
+    let id = deferred["id"].as_str().unwrap().to_owned();
+    assert!(
+        deferred["summary"]
+            .as_str()
+            .unwrap()
+            .contains("WITHOUT the sandbox"),
+        "{deferred}"
+    );
+    setup.model.push(text_reply(&["noted"]));
+    serve.send(json!({"op": "decide_action", "action": id, "decision": "allow"}));
+    let decided = serve.expect_one("action_decided");
+    assert_eq!(decided["is_error"], false, "{decided}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x\n");
+    serve.until_ready();
 }
 
 /// In auto-edit a command the sandbox contains runs without asking; with the sandbox
@@ -537,6 +555,7 @@ fn an_older_abi_says_what_it_does_not_enforce() {
     let (mut serve, batch) = setup.serve(&[("JUCODE_SANDBOX_SIMULATE_ABI", "3")]);
     if !enforced(&batch) {
         outside.kill().unwrap();
+        outside.wait().unwrap();
         return;
     }
     let sandbox = batch.iter().find(|e| e["type"] == "sandbox").unwrap();
