@@ -143,8 +143,8 @@ fn a_late_client_sees_the_conversation_and_the_live_turn() {
             "model_status",
             "command_list",
             "approval_mode",
-            "sandbox",
             "mcp_servers",
+            "sandbox",
             "transcript",
             "pending_messages",
             "status"

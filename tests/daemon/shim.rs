@@ -21,8 +21,8 @@ const BATCH: [&str; 8] = [
     "model_status",
     "command_list",
     "approval_mode",
-    "sandbox",
     "mcp_servers",
+    "sandbox",
     "info",
 ];
 

@@ -24,8 +24,8 @@ fn hello_then_startup_batch_on_the_offline_default() {
             "model_status",
             "command_list",
             "approval_mode",
-            "sandbox",
-            "mcp_servers"
+            "mcp_servers",
+            "sandbox"
         ]
     );
     let startup = &batch[0];
@@ -71,9 +71,9 @@ fn hello_then_startup_batch_on_the_offline_default() {
         assert!(command["args"].is_string() && command["description"].is_string());
     }
     assert_eq!(batch[3]["mode"], "manual");
-    assert_eq!(batch[4]["mode"], "workspace-write");
-    assert_eq!(batch[4]["network"], false);
-    assert_eq!(batch[5]["servers"], json!([]));
+    assert_eq!(batch[4]["servers"], json!([]));
+    assert_eq!(batch[5]["mode"], "workspace-write");
+    assert_eq!(batch[5]["network"], false);
 
     let notice = serve.next();
     assert_eq!(notice["type"], "info");

@@ -46,8 +46,8 @@ fn a_completed_turn_exits_0_with_serve_s_events() {
             "model_status",
             "command_list",
             "approval_mode",
-            "sandbox",
-            "mcp_servers"
+            "mcp_servers",
+            "sandbox"
         ]
     );
     let user = events.iter().find(|e| e["type"] == "user_message").unwrap();

@@ -387,7 +387,7 @@ fn a_trusted_project_s_mcp_servers_start_and_stay_the_project_s() {
     let mut serve = Serve::builder(&home).cwd(&repo.cwd).start();
     let batch = serve.skip_startup();
     assert_eq!(
-        batch[5]["servers"],
+        batch[4]["servers"],
         json!([]),
         "nothing of the project before trust"
     );

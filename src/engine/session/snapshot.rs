@@ -62,8 +62,8 @@ impl Session {
         }
     }
 
-    /// `startup`, `model_status`, `command_list`, `approval_mode`, `sandbox`,
-    /// `mcp_servers`.
+    /// `startup`, `model_status`, `command_list`, `approval_mode`, `mcp_servers` (the
+    /// specification's five, in its order), then `sandbox`.
     fn startup_batch(&self, mode: ApprovalMode, sandbox: &Sandbox) -> [Event; 6] {
         let params = &self.params;
         [
@@ -81,10 +81,10 @@ impl Session {
                 commands: self.command_list(),
             },
             Event::ApprovalMode { mode },
-            super::gating::sandbox_event(sandbox),
             Event::McpServers {
                 servers: self.mcp_view(),
             },
+            super::gating::sandbox_event(sandbox),
         ]
     }
 
