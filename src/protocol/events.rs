@@ -28,6 +28,11 @@ pub enum Event {
         /// `provider/model`.
         model: String,
         context_window: u64,
+        /// jucode addition: the sandbox commands run in (`docs/security.md`), here so
+        /// the specification's five startup events stay five; a change later comes as a
+        /// `sandbox` event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxView>,
     },
     /// The current model selection; emitted again only when it changes.
     ModelStatus(ModelStatus),
@@ -38,22 +43,10 @@ pub enum Event {
     ApprovalMode {
         mode: ApprovalMode,
     },
-    /// The sandbox commands run in (`docs/security.md`): in the startup batch, and again
-    /// to every client when it changes.
-    Sandbox {
-        mode: SandboxMode,
-        /// Whether TCP and other sockets are allowed.
-        network: bool,
-        /// Where commands may write (`workspace-write`: the working directory, the temp
-        /// directory, `writable_roots`); empty for `read-only` and `off`.
-        writable_roots: Vec<String>,
-        /// Whether the kernel enforces `mode` (false for `off`, and when it cannot).
-        enforced: bool,
-        /// What is not enforced, when something is not: the reason nothing is, or the
-        /// parts this kernel lacks.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        limits: Option<String>,
-    },
+    /// jucode addition: the sandbox commands run in changed (`set_sandbox_mode`,
+    /// `/sandbox MODE`), to every client; also the answer to `/sandbox`. A session's
+    /// first one is `startup.sandbox`.
+    Sandbox(SandboxView),
     McpServers {
         servers: Vec<McpServerView>,
     },
@@ -275,6 +268,23 @@ pub enum Event {
         method: String,
         params: serde_json::Value,
     },
+}
+
+/// The sandbox commands run in (`docs/security.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxView {
+    pub mode: SandboxMode,
+    /// Whether TCP and other sockets are allowed.
+    pub network: bool,
+    /// Where commands may write (`workspace-write`: the working directory, the temp
+    /// directory, `writable_roots`); empty for `read-only` and `off`.
+    pub writable_roots: Vec<String>,
+    /// Whether the kernel enforces `mode` (false for `off`, and when it cannot).
+    pub enforced: bool,
+    /// What is not enforced, when something is not: the reason nothing is, or the
+    /// parts this kernel lacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<String>,
 }
 
 impl Event {

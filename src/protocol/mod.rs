@@ -15,8 +15,8 @@ mod values;
 
 pub use events::{
     AgentKind, AgentRun, AgentState, CheckpointItem, CommandInfo, Event, Goal, Hunk, McpServerView,
-    McpState, McpTransport, ModelStatus, ModelViewEntry, PlanStep, ResumeItem, StepStatus,
-    SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
+    McpState, McpTransport, ModelStatus, ModelViewEntry, PlanStep, ResumeItem, SandboxView,
+    StepStatus, SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
 };
 pub use jucode_daemon::ClientId;
 pub use jucode_daemon::framing::{Frame, LineCodec};

@@ -82,7 +82,6 @@ fn a_late_joiner_sees_the_goal_the_plan_and_the_running_agents() {
             "command_list",
             "approval_mode",
             "mcp_servers",
-            "sandbox",
             "transcript",
             "pending_messages",
             "goal",
@@ -91,17 +90,17 @@ fn a_late_joiner_sees_the_goal_the_plan_and_the_running_agents() {
             "status"
         ]
     );
-    let goal = &snapshot[8]["goal"];
+    let goal = &snapshot[7]["goal"];
     assert_eq!(goal["objective"], "ship it");
     assert_eq!(goal["status"], "active");
-    assert_eq!(snapshot[9]["plan"], plan);
-    let agents = snapshot[10]["agents"].as_array().unwrap();
+    assert_eq!(snapshot[8]["plan"], plan);
+    let agents = snapshot[9]["agents"].as_array().unwrap();
     assert_eq!(agents.len(), 1);
     assert_eq!(agents[0]["id"], "/root/worker");
     assert_eq!(agents[0]["state"], "running");
     assert_eq!(agents[0]["tool_use_id"], "s1");
-    assert_eq!(snapshot[11]["message"], "streaming");
-    let items = snapshot[6]["items"].as_array().unwrap();
+    assert_eq!(snapshot[10]["message"], "streaming");
+    let items = snapshot[5]["items"].as_array().unwrap();
     assert!(
         items.iter().any(|item| item["role"] == "plan_steps"),
         "{items:#?}"

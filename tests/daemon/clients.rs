@@ -144,18 +144,17 @@ fn a_late_client_sees_the_conversation_and_the_live_turn() {
             "command_list",
             "approval_mode",
             "mcp_servers",
-            "sandbox",
             "transcript",
             "pending_messages",
             "status"
         ]
     );
     assert_eq!(snapshot[0]["session_id"], session.as_str());
-    let items = snapshot[6]["items"].as_array().unwrap();
+    let items = snapshot[5]["items"].as_array().unwrap();
     assert_eq!(items[0], json!({"role": "user", "content": "do it"}));
     assert_eq!(items[1], json!({"role": "assistant", "content": "Working"}));
-    assert_eq!(snapshot[7]["messages"], json!(["queued one"]));
-    assert_eq!(snapshot[8]["message"], "queued: 1");
+    assert_eq!(snapshot[6]["messages"], json!(["queued one"]));
+    assert_eq!(snapshot[7]["message"], "queued: 1");
 
     // Live from here on, for both clients; the second may drive the session too.
     model.push(text_reply(&["second answer"]));

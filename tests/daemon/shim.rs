@@ -15,14 +15,13 @@ use crate::common::schema::assert_event;
 use crate::common::serve::{Home, Serve, types};
 
 /// The startup batch of a session without a configured model.
-const BATCH: [&str; 8] = [
+const BATCH: [&str; 7] = [
     "hello",
     "startup",
     "model_status",
     "command_list",
     "approval_mode",
     "mcp_servers",
-    "sandbox",
     "info",
 ];
 

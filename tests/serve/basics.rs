@@ -24,8 +24,7 @@ fn hello_then_startup_batch_on_the_offline_default() {
             "model_status",
             "command_list",
             "approval_mode",
-            "mcp_servers",
-            "sandbox"
+            "mcp_servers"
         ]
     );
     let startup = &batch[0];
@@ -72,8 +71,8 @@ fn hello_then_startup_batch_on_the_offline_default() {
     }
     assert_eq!(batch[3]["mode"], "manual");
     assert_eq!(batch[4]["servers"], json!([]));
-    assert_eq!(batch[5]["mode"], "workspace-write");
-    assert_eq!(batch[5]["network"], false);
+    assert_eq!(batch[0]["sandbox"]["mode"], "workspace-write");
+    assert_eq!(batch[0]["sandbox"]["network"], false);
 
     let notice = serve.next();
     assert_eq!(notice["type"], "info");

@@ -39,15 +39,14 @@ fn a_completed_turn_exits_0_with_serve_s_events() {
     assert_eq!(code, Some(0));
     let kinds = types(&events);
     assert_eq!(
-        kinds[..7],
+        kinds[..6],
         [
             "hello",
             "startup",
             "model_status",
             "command_list",
             "approval_mode",
-            "mcp_servers",
-            "sandbox"
+            "mcp_servers"
         ]
     );
     let user = events.iter().find(|e| e["type"] == "user_message").unwrap();

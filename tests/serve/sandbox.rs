@@ -11,12 +11,16 @@ use serde_json::{Value, json};
 use crate::common::mock::{MockModel, Reply, Step, finish, text_reply, tool_call};
 use crate::common::serve::{Home, Serve, types};
 
-/// Whether this kernel has Landlock: the startup batch's `sandbox` event says so.
+/// The sandbox the startup batch announces (`startup.sandbox`).
+fn announced(batch: &[Value]) -> &Value {
+    let sandbox = &batch[0]["sandbox"];
+    assert!(sandbox.is_object(), "startup.sandbox: {:?}", batch[0]);
+    sandbox
+}
+
+/// Whether this kernel has Landlock: `startup.sandbox` says so.
 fn enforced(batch: &[Value]) -> bool {
-    let sandbox = batch
-        .iter()
-        .find(|e| e["type"] == "sandbox")
-        .expect("sandbox event in the startup batch");
+    let sandbox = announced(batch);
     if sandbox["enforced"] != true {
         eprintln!(
             "skipped: the sandbox is not enforced here: {}",
@@ -470,7 +474,7 @@ fn the_mode_changes_by_command_and_op() {
     if !enforced(&batch) {
         return;
     }
-    let first = batch.iter().find(|e| e["type"] == "sandbox").unwrap();
+    let first = announced(&batch);
     assert_eq!(first["mode"], "workspace-write");
     let roots = first["writable_roots"].as_array().unwrap();
     assert_eq!(roots[0], setup.workspace.display().to_string());
@@ -507,7 +511,7 @@ fn without_landlock_the_session_says_so_and_claims_nothing() {
     ));
     setup.model.push(text_reply(&["done"]));
     let (mut serve, batch) = setup.serve(&[("JUCODE_SANDBOX_SIMULATE_UNSUPPORTED", "1")]);
-    let sandbox = batch.iter().find(|e| e["type"] == "sandbox").unwrap();
+    let sandbox = announced(&batch);
     assert_eq!(sandbox["mode"], "workspace-write");
     assert_eq!(sandbox["enforced"], false);
     assert!(
@@ -558,7 +562,7 @@ fn an_older_abi_says_what_it_does_not_enforce() {
         outside.wait().unwrap();
         return;
     }
-    let sandbox = batch.iter().find(|e| e["type"] == "sandbox").unwrap();
+    let sandbox = announced(&batch);
     let limits = sandbox["limits"].as_str().unwrap_or_default();
     assert!(limits.contains("Landlock ABI 3"), "{sandbox}");
     assert!(limits.contains("signals to processes outside"), "{limits}");

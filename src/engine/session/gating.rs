@@ -14,12 +14,12 @@ use crate::engine::turn::approvals::validate_answer;
 use crate::engine::turn::calls::parse_arguments;
 use crate::engine::turn::deferred::ActionState;
 use crate::protocol::{
-    ApprovalMode, Decision, Event, Resolution, SandboxMode, SessionStatus, UserInput,
+    ApprovalMode, Decision, Event, Resolution, SandboxMode, SandboxView, SessionStatus, UserInput,
 };
 
-/// The `sandbox` event of `sandbox`.
-pub(super) fn sandbox_event(sandbox: &Sandbox) -> Event {
-    Event::Sandbox {
+/// What clients are shown of `sandbox` (`startup.sandbox`, the `sandbox` event).
+pub(super) fn sandbox_view(sandbox: &Sandbox) -> SandboxView {
+    SandboxView {
         mode: sandbox.mode,
         network: sandbox.network,
         writable_roots: sandbox
@@ -53,7 +53,7 @@ impl Session {
         self.emitter
             .emit_with(|shared| {
                 shared.sandbox.mode = mode;
-                (Some(sandbox_event(&shared.sandbox)), ())
+                (Some(Event::Sandbox(sandbox_view(&shared.sandbox))), ())
             })
             .await;
         if let Some(notice) = self.sandbox_notice() {

@@ -41,7 +41,7 @@ impl Session {
             Command::SandboxView => {
                 let event = self
                     .emitter
-                    .change(|shared| super::gating::sandbox_event(&shared.sandbox));
+                    .change(|shared| Event::Sandbox(super::gating::sandbox_view(&shared.sandbox)));
                 self.reply(event).await;
             }
             Command::SetSandbox(mode) => self.apply_sandbox_mode(mode).await,

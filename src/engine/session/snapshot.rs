@@ -17,17 +17,11 @@ impl Session {
         let (mode, sandbox) = self
             .emitter
             .change(|shared| (shared.mode, shared.sandbox.clone()));
-        let [
-            startup,
-            _,
-            command_list,
-            approval_mode,
-            sandbox,
-            mcp_servers,
-        ] = self.startup_batch(mode, &sandbox);
+        let [startup, _, command_list, approval_mode, mcp_servers] =
+            self.startup_batch(mode, &sandbox);
         self.emitter.emit(startup).await;
         self.emit_model_status().await;
-        for event in [command_list, approval_mode, sandbox, mcp_servers] {
+        for event in [command_list, approval_mode, mcp_servers] {
             self.emitter.emit(event).await;
         }
     }
@@ -62,9 +56,9 @@ impl Session {
         }
     }
 
-    /// `startup`, `model_status`, `command_list`, `approval_mode`, `mcp_servers` (the
-    /// specification's five, in its order), then `sandbox`.
-    fn startup_batch(&self, mode: ApprovalMode, sandbox: &Sandbox) -> [Event; 6] {
+    /// `startup` (with the sandbox), `model_status`, `command_list`, `approval_mode`,
+    /// `mcp_servers`: the specification's five, in its order.
+    fn startup_batch(&self, mode: ApprovalMode, sandbox: &Sandbox) -> [Event; 5] {
         let params = &self.params;
         [
             Event::Startup {
@@ -75,6 +69,7 @@ impl Session {
                 cwd: params.cwd.display().to_string(),
                 model: self.model.full_name(),
                 context_window: self.model.info.context_window,
+                sandbox: Some(super::gating::sandbox_view(sandbox)),
             },
             Event::ModelStatus(self.model_status()),
             Event::CommandList {
@@ -84,7 +79,6 @@ impl Session {
             Event::McpServers {
                 servers: self.mcp_view(),
             },
-            super::gating::sandbox_event(sandbox),
         ]
     }
 

@@ -14,6 +14,7 @@ fn startup() -> Event {
         cwd: "/p".into(),
         model: "mock/m".into(),
         context_window: 1000,
+        sandbox: None,
     }
 }
 
