@@ -208,6 +208,37 @@ mod tidy {
         );
     }
 
+    /// The Agent Client Protocol is the transports' business: outside `src/transport/`
+    /// only the protocol's delegation module names its methods (the serve protocol's
+    /// `client_request` borrows them on purpose, so an editor answers them as they are).
+    #[test]
+    fn only_the_transports_name_acp_methods() {
+        // Built here so that this very test does not match itself.
+        let methods: Vec<String> = [
+            ["fs/", "read_text_file"],
+            ["fs/", "write_text_file"],
+            ["terminal/", "create"],
+            ["session/", "request_permission"],
+            ["session/", "update"],
+        ]
+        .iter()
+        .map(|parts| parts.concat())
+        .collect();
+        for dir in ["src", "daemon/src"] {
+            for (path, code) in sources(dir) {
+                if path.contains("src/transport/") || path.ends_with("src/protocol/delegation.rs") {
+                    continue;
+                }
+                for method in &methods {
+                    assert!(
+                        !code.contains(method.as_str()),
+                        "{path} names ACP's {method}"
+                    );
+                }
+            }
+        }
+    }
+
     /// rmcp changes often: one wrapper module names it, so an upgrade is one file.
     #[test]
     fn only_the_mcp_client_names_rmcp() {

@@ -1,5 +1,5 @@
 //! File reads, file writes and shell commands served by a client: an editor that offers
-//! them (ACP's `fs/*` and `terminal/*`) sees the session's reads of its unsaved buffers,
+//! them sees the session's reads of its unsaved buffers,
 //! its writes in its undo history, and its commands in its own terminals.
 //!
 //! A client announces what it serves (`client_capabilities`); from then on tools ask it
@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::emitter::Output;
+use crate::protocol::delegation::ClientCall;
 use crate::protocol::{ClientId, Event};
 
 /// The most requests waiting for a client's answer at once.
@@ -115,13 +116,11 @@ pub struct ToolDelegate {
 }
 
 impl ToolDelegate {
-    /// Asks the client `method` (ACP's names: `fs/read_text_file`, `terminal/create`,
-    /// ...) with `params`, within `timeout`, unless `cancel` fires first. A timeout
+    /// Asks the client `call`, within `timeout`, unless `cancel` fires first. A timeout
     /// drops the client as delegate: it is gone or stuck, and later calls run here.
     pub async fn call(
         &self,
-        method: &str,
-        params: serde_json::Value,
+        call: &ClientCall,
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<serde_json::Value, String> {
@@ -138,10 +137,11 @@ impl ToolDelegate {
             state.pending.insert(id.clone(), answer);
             id
         };
+        let (method, params) = call.method_and_params();
         let request = Event::ClientRequest {
             id: id.clone(),
             call_id: Some(self.call_id.clone()),
-            method: method.to_owned(),
+            method: method.clone(),
             params,
         };
         self.delegation.0.output.reply(self.client, request).await;

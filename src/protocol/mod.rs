@@ -7,6 +7,7 @@
 //! [`EventLine`] (a refcounted byte buffer ending in `\n`). Transports and the daemon's
 //! fan-out only ever copy that handle, never the JSON.
 
+pub mod delegation;
 mod events;
 pub mod notices;
 mod ops;

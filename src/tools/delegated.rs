@@ -1,6 +1,6 @@
 //! `read_file`, `write_file`, `edit_file` and `bash` through the client that serves the
-//! session's files and commands (an editor over ACP: `fs/read_text_file`,
-//! `fs/write_text_file`, `terminal/*`), when one does; the tools themselves otherwise.
+//! session's files and commands (an editor), when one does; the tools themselves
+//! otherwise. The requests are the protocol's typed `ClientCall`s.
 //!
 //! [`Delegated`] wraps a tool: same spec and assessment, and `run` asks the client when
 //! the call's context has a delegate with the capability it needs. The results read as
@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::args::Args;
 use super::diff::LineDiff;
@@ -19,6 +19,9 @@ use super::files::{Target, select_hunks};
 use crate::engine::delegate::ToolDelegate;
 use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Confinement, Effect, Tool, ToolContext, ToolOutput};
+use crate::protocol::delegation::{
+    ClientCall, CreatedTerminal, TerminalExit, TerminalOutput, TextFile, answer_as,
+};
 
 /// How long a file request may wait for the client.
 const FS_TIMEOUT: Duration = Duration::from_secs(30);
@@ -158,19 +161,11 @@ async fn read_text(
     path: &str,
     ctx: &ToolContext,
 ) -> Result<String, String> {
-    let result = delegate
-        .call(
-            "fs/read_text_file",
-            json!({"path": path}),
-            FS_TIMEOUT,
-            &ctx.cancel,
-        )
-        .await?;
-    result
-        .get("content")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| "the client's answer has no content".to_owned())
+    let call = ClientCall::ReadTextFile {
+        path: path.to_owned(),
+    };
+    let answer = delegate.call(&call, FS_TIMEOUT, &ctx.cancel).await?;
+    answer_as::<TextFile>(answer, "has no content").map(|file| file.content)
 }
 
 async fn write_text(
@@ -179,13 +174,12 @@ async fn write_text(
     content: &str,
     ctx: &ToolContext,
 ) -> Result<(), String> {
+    let call = ClientCall::WriteTextFile {
+        path: path.to_owned(),
+        content: content.to_owned(),
+    };
     delegate
-        .call(
-            "fs/write_text_file",
-            json!({"path": path, "content": content}),
-            FS_TIMEOUT,
-            &ctx.cancel,
-        )
+        .call(&call, FS_TIMEOUT, &ctx.cancel)
         .await
         .map(drop)
 }
@@ -324,66 +318,55 @@ async fn shell(
         .optional_u64("timeout_ms")?
         .unwrap_or(DEFAULT_TIMEOUT_MS)
         .min(MAX_TIMEOUT_MS);
+    let create = ClientCall::CreateTerminal {
+        command: "bash".to_owned(),
+        args: vec!["-c".to_owned(), command.to_owned()],
+        cwd: ctx.cwd.display().to_string(),
+        output_byte_limit: TERMINAL_OUTPUT_BYTES,
+    };
     let created = delegate
-        .call(
-            "terminal/create",
-            json!({
-                "command": "bash",
-                "args": ["-c", command],
-                "cwd": ctx.cwd.display().to_string(),
-                "outputByteLimit": TERMINAL_OUTPUT_BYTES,
-            }),
-            FS_TIMEOUT,
-            &ctx.cancel,
-        )
+        .call(&create, FS_TIMEOUT, &ctx.cancel)
         .await
         .map_err(|err| format!("{TOOL}: the client could not start the command: {err}"))?;
-    let terminal = created
-        .get("terminalId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("{TOOL}: the client's terminal has no id"))?
-        .to_owned();
-    let id = json!({"terminalId": terminal});
+    let terminal = answer_as::<CreatedTerminal>(created, "has no terminal id")
+        .map_err(|err| format!("{TOOL}: {err}"))?
+        .terminal_id;
+    let on = |make: fn(String) -> ClientCall| make(terminal.clone());
     // Requests that must go out even when the turn was interrupted.
     let never = tokio_util::sync::CancellationToken::new();
     let waited = delegate
         .call(
-            "terminal/wait_for_exit",
-            id.clone(),
+            &on(|terminal_id| ClientCall::WaitForTerminalExit { terminal_id }),
             Duration::from_millis(timeout_ms),
             &ctx.cancel,
         )
-        .await;
+        .await
+        .and_then(|exit| answer_as::<TerminalExit>(exit, "is no exit status"));
     let status = match &waited {
-        Ok(exit) => match exit.get("exitCode").and_then(Value::as_i64) {
-            Some(code) => Ok(code),
-            None => Err(format!(
-                "killed: by signal {}",
-                exit.get("signal").and_then(Value::as_str).unwrap_or("?")
-            )),
-        },
+        Ok(TerminalExit {
+            exit_code: Some(code),
+            ..
+        }) => Ok(*code),
+        Ok(TerminalExit { signal, .. }) => Err(format!(
+            "killed: by signal {}",
+            signal.as_deref().unwrap_or("?")
+        )),
         Err(_) if ctx.cancel.is_cancelled() => Err("killed: interrupted".to_owned()),
         Err(_) => Err(format!("killed: timed out after {timeout_ms} ms")),
     };
     if waited.is_err() {
-        let _ = delegate
-            .call("terminal/kill", id.clone(), FS_TIMEOUT, &never)
-            .await;
+        let kill = on(|terminal_id| ClientCall::KillTerminal { terminal_id });
+        let _ = delegate.call(&kill, FS_TIMEOUT, &never).await;
     }
+    let output = on(|terminal_id| ClientCall::TerminalOutput { terminal_id });
     let output = delegate
-        .call("terminal/output", id.clone(), FS_TIMEOUT, &never)
+        .call(&output, FS_TIMEOUT, &never)
         .await
-        .ok()
-        .and_then(|output| {
-            output
-                .get("output")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
+        .and_then(|output| answer_as::<TerminalOutput>(output, "has no output"))
+        .map(|output| output.output)
         .unwrap_or_default();
-    let _ = delegate
-        .call("terminal/release", id, FS_TIMEOUT, &never)
-        .await;
+    let release = on(|terminal_id| ClientCall::ReleaseTerminal { terminal_id });
+    let _ = delegate.call(&release, FS_TIMEOUT, &never).await;
     let (mut text, failed) = match status {
         Ok(code) => (format!("exit code: {code}\n"), code != 0),
         Err(why) => (format!("{why}\n"), true),
