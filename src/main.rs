@@ -74,7 +74,7 @@ enum Command {
     Daemon(DaemonArgs),
     /// Print the JSON Schema (draft 2020-12) of serve protocol v2 and the daemon
     /// protocol: `$defs.Op` (every op) and `$defs.Event` (every event).
-    Schema,
+    Schema(SchemaArgs),
     /// List the saved sessions (newest first, this directory's first), or remove one.
     Sessions(SessionsArgs),
     /// Speak the Agent Client Protocol (ACP v1, JSON-RPC on stdin/stdout) for editors.
@@ -204,7 +204,7 @@ fn main() -> ExitCode {
             serve(args)
         }
         Some(Command::Daemon(args)) => daemon(args, cli.log_file),
-        Some(Command::Schema) => schema(),
+        Some(Command::Schema(args)) => schema(&args),
         Some(Command::Sessions(args)) => {
             init_logging(cli.log_file.as_deref(), "warn");
             sessions(args)
@@ -455,8 +455,21 @@ fn on_remote(host: String, program: String, dialect: remote::Dialect) -> u8 {
     }
 }
 
-fn schema() -> u8 {
-    match jucode::transport::stdio::print_stdout(&jucode::protocol::schema::document_text()) {
+#[derive(clap::Args)]
+struct SchemaArgs {
+    /// The WebSocket JSON-RPC dialect's schema instead (docs/websocket.md): each method's
+    /// params and result, the notifications, and the envelopes of every message.
+    #[arg(long)]
+    websocket: bool,
+}
+
+fn schema(args: &SchemaArgs) -> u8 {
+    let text = if args.websocket {
+        jucode::transport::websocket::methods::schema_text()
+    } else {
+        jucode::protocol::schema::document_text()
+    };
+    match jucode::transport::stdio::print_stdout(&text) {
         Ok(()) => 0,
         Err(err) => fail(&format!("cannot write the schema: {err}")),
     }

@@ -2,7 +2,10 @@
 
 Run by `tests/websocket/main.rs`, which starts the daemon and scripts the model; the
 case to run is the first argument. Every wait is bounded (WAIT seconds); a failed check
-raises, and the exit code says so. Env: WS_URL, WORKDIR, WS_TOKEN (optional).
+raises, and the exit code says so. Every message a client reads is validated against
+the committed `docs/websocket.schema.json` (`$defs.ServerMessage`), and every result of
+a method it called against that method's result schema. Env: WS_URL, WORKDIR, WS_SCHEMA,
+WS_TOKEN (optional).
 """
 
 import asyncio
@@ -10,6 +13,7 @@ import json
 import os
 import sys
 
+import jsonschema
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -17,6 +21,24 @@ URL = os.environ["WS_URL"]
 WORKDIR = os.environ.get("WORKDIR", "/")
 TOKEN = os.environ.get("WS_TOKEN")
 WAIT = 20
+
+with open(os.environ["WS_SCHEMA"]) as f:
+    SCHEMA = json.load(f)
+
+
+def validator(ref):
+    schema = {"$schema": SCHEMA["$schema"], "$defs": SCHEMA["$defs"], **ref}
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+SERVER_MESSAGE = validator({"$ref": "#/$defs/ServerMessage"})
+RESULTS = {method: validator(spec["result"]) for method, spec in SCHEMA["methods"].items()}
+
+
+def check(validator, message, what):
+    errors = sorted(validator.iter_errors(message), key=lambda e: list(e.path))
+    if errors:
+        raise AssertionError(f"{what} does not match docs/websocket.schema.json: {errors[0].message} at {list(errors[0].path)}\n{json.dumps(message)[:600]}")
 
 
 class Client:
@@ -27,6 +49,8 @@ class Client:
         self.next = 1
         self.kept = []
         self.seen = []
+        # Request id -> method, to check each answer's result.
+        self.asked = {}
 
     async def read(self):
         try:
@@ -35,6 +59,10 @@ class Client:
             last = self.seen[-1] if self.seen else None
             raise AssertionError(f"nothing for {WAIT}s after {len(self.seen)} messages; the last: {json.dumps(last)[:300]}")
         assert message["jsonrpc"] == "2.0", message
+        check(SERVER_MESSAGE, message, "a message")
+        method = self.asked.pop(message.get("id"), None) if "method" not in message else None
+        if method in RESULTS and "result" in message:
+            check(RESULTS[method], message["result"], f"the result of {method}")
         self.seen.append(message)
         return message
 
@@ -51,6 +79,7 @@ class Client:
     async def call(self, method, params=None):
         rid = self.next
         self.next += 1
+        self.asked[rid] = method
         await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}))
         response = await self.until(lambda m: m.get("id") == rid and "method" not in m)
         return response

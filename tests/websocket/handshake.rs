@@ -94,3 +94,53 @@ fn a_foreground_daemon_says_where_it_listens_and_a_second_one_what_to_do() {
     );
     assert!(said.contains("no token: any program of any user"), "{said}");
 }
+
+#[test]
+fn the_committed_websocket_schema_is_what_jucode_schema_websocket_prints() {
+    let home = Home::new();
+    let output = home.jucode(&["schema", "--websocket"]);
+    assert!(output.status.success(), "{output:?}");
+    let printed = String::from_utf8(output.stdout).expect("UTF-8");
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/websocket.schema.json"
+    ))
+    .expect("read the committed schema");
+    assert!(
+        printed == committed,
+        "docs/websocket.schema.json is stale: regenerate it with `cargo run -- schema --websocket > docs/websocket.schema.json`"
+    );
+    let document: serde_json::Value = serde_json::from_str(&printed).expect("JSON");
+    for method in [
+        "initialize",
+        "session/new",
+        "session/attach",
+        "session/list",
+        "session/prompt",
+        "session/cancel",
+        "session/close",
+        "session/set_mode",
+    ] {
+        assert!(
+            document["methods"][method]["params"].is_object(),
+            "{method}"
+        );
+        assert!(
+            document["methods"][method]["result"].is_object(),
+            "{method}"
+        );
+    }
+    // The schema is one a validator takes, and it tells a good message from a bad one.
+    let validator = jsonschema::validator_for(&serde_json::json!({
+        "$schema": document["$schema"],
+        "$defs": document["$defs"],
+        "$ref": "#/$defs/ServerMessage"
+    }))
+    .expect("a valid schema");
+    let update = serde_json::json!({"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "s", "update": {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}}});
+    assert!(validator.is_valid(&update), "{update}");
+    let wrong = serde_json::json!({"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "s", "update": {"sessionUpdate": "state_update", "state": "asleep"}}});
+    assert!(!validator.is_valid(&wrong));
+}

@@ -139,12 +139,12 @@ pub fn python() -> Result<PathBuf, String> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("python3"));
     match Command::new(&python)
-        .args(["-c", "import websockets.asyncio.client"])
+        .args(["-c", "import websockets.asyncio.client, jsonschema"])
         .output()
     {
         Ok(out) if out.status.success() => Ok(python),
         Ok(_) => Err(format!(
-            "{} has no `websockets` (pip install websockets, as .ci/run does)",
+            "{} has no `websockets` or `jsonschema` (.ci/install-websocket-clients installs both, as .ci/run does)",
             python.display()
         )),
         Err(_) => Err(format!("{} is not installed", python.display())),
@@ -173,6 +173,10 @@ fn run_script(python: &Path, script: &str, case: Option<&str>, env: &[(&str, Str
         .args(case)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    command.env(
+        "WS_SCHEMA",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/websocket.schema.json"),
+    );
     for (key, value) in env {
         command.env(key, value);
     }

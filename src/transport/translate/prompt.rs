@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::protocol::UserInput;
 
 /// One content block of a prompt, as clients send it. Unknown fields are ignored.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PromptBlock {
     Text {
@@ -36,7 +36,7 @@ pub enum PromptBlock {
     },
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum EmbeddedResource {
     Text {

@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 /// One `session/update` payload (`params.update`), tagged by `sessionUpdate`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 #[serde(rename_all_fields = "camelCase")]
 pub enum SessionUpdate {
@@ -63,7 +63,7 @@ pub enum SessionUpdate {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnState {
     Running,
@@ -71,7 +71,7 @@ pub enum TurnState {
     RequiresAction,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NoticeLevel {
     Info,
@@ -80,7 +80,7 @@ pub enum NoticeLevel {
 
 /// Why a turn ended. `error` is the dashboard's only (ACP answers a failed turn with a
 /// JSON-RPC error instead).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
@@ -90,7 +90,7 @@ pub enum StopReason {
     Error,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentChunk {
     pub content: ContentBlock,
@@ -99,7 +99,7 @@ pub struct ContentChunk {
 }
 
 /// Content as the agent writes it (text only: jucode's events carry text).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     Text { text: String },
@@ -112,7 +112,7 @@ impl ContentBlock {
 }
 
 /// A tool call, new or changed. For `tool_call` the title is always set.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallUpdate {
     pub tool_call_id: String,
@@ -133,7 +133,7 @@ pub struct ToolCallUpdate {
     pub raw_output: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     Read,
@@ -164,7 +164,7 @@ impl ToolKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Pending,
@@ -173,7 +173,7 @@ pub enum ToolStatus {
     Failed,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[serde(rename_all_fields = "camelCase")]
 pub enum ToolCallContent {
@@ -191,21 +191,21 @@ pub enum ToolCallContent {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Location {
     pub path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PlanEntry {
     pub content: String,
     pub priority: &'static str,
     pub status: &'static str,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AvailableCommand {
     pub name: String,
     pub description: String,
@@ -213,14 +213,14 @@ pub struct AvailableCommand {
     pub input: Option<CommandInput>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CommandInput {
     pub hint: String,
 }
 
 /// ACP's `usage_update` (context used of the window, cumulative cost); the dashboard
 /// dialect adds the turn's real token counts.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageUpdate {
     pub used: u64,
@@ -236,21 +236,21 @@ pub struct UsageUpdate {
     pub reasoning_tokens: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, schemars::JsonSchema)]
 pub struct Cost {
     pub amount: f64,
     pub currency: &'static str,
 }
 
 /// `session/request_permission` params (without `sessionId`, which the caller adds).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionAsk {
     pub tool_call: ToolCallUpdate,
     pub options: Vec<PermissionOption>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionOption {
     pub option_id: &'static str,
@@ -284,14 +284,14 @@ pub const PERMISSION_OPTIONS: [PermissionOption; 4] = [
 ];
 
 /// `modes` of `session/new` and friends.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModeState {
     pub current_mode_id: String,
     pub available_modes: Vec<Mode>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Mode {
     pub id: &'static str,
     pub name: &'static str,
@@ -299,7 +299,7 @@ pub struct Mode {
 }
 
 /// A `select` config option (model, reasoning effort).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigOption {
     pub id: &'static str,
@@ -311,7 +311,7 @@ pub struct ConfigOption {
     pub options: Vec<ConfigValue>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ConfigValue {
     pub value: String,
     pub name: String,

@@ -7,7 +7,6 @@
 use std::collections::{HashMap, VecDeque};
 
 use futures_util::StreamExt;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -16,11 +15,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_util::sync::CancellationToken;
 
+use super::methods::{
+    CancelRequestParams, InitializeResult, Listed, ListedSession, Method, NewSession, OpenState,
+    Opened, PermissionRequest, PromptParams, SessionRef, SetMode, UpdateParams,
+};
 use super::outbox::{Outbox, read_failure};
 use crate::protocol::{ApprovalMode, Op, UserInput};
 use crate::transport::jsonrpc::{self, Message as Rpc, RpcError, RpcId};
 use crate::transport::link::{Backend, Incoming, Link, LinkEvent, Target};
-use crate::transport::translate::prompt::PromptBlock;
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
 use crate::transport::translate::{self, Dialect, Output, Translator};
 
@@ -77,33 +79,6 @@ struct Dashboard {
     internal_tx: mpsc::Sender<Internal>,
     /// Served by `jucode serve --server-config`: only this session (see `pinned_to`).
     pinned: Option<super::Pinned>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionRef {
-    session_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NewSession {
-    #[serde(default)]
-    cwd: Option<std::path::PathBuf>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PromptParams {
-    session_id: String,
-    prompt: Vec<PromptBlock>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SetMode {
-    session_id: String,
-    mode_id: String,
 }
 
 pub async fn run(
@@ -176,7 +151,10 @@ impl Dashboard {
     }
 
     fn update(&self, session: &str, update: &SessionUpdate) {
-        let params = json!({"sessionId": session, "update": update});
+        let params = UpdateParams {
+            session_id: session,
+            update,
+        };
         self.out
             .push(jsonrpc::notification("session/update", &params));
     }
@@ -213,22 +191,20 @@ impl Dashboard {
         method: &str,
         params: Value,
     ) -> Result<(), RpcError> {
+        let method: Method = method
+            .parse()
+            .map_err(|_| RpcError::method_not_found(method))?;
         match method {
-            "initialize" => self.reply(
-                id,
-                Ok(json!({
-                    "protocolVersion": 2,
-                    "capabilities": {"session": {"list": {}, "attach": {}, "cancel": {}, "close": {}, "setMode": {}}, "permissions": {}},
-                    "info": {"name": "jucode", "title": "jucode", "version": crate::protocol::VERSION},
-                    "authMethods": []
-                })),
-            ),
-            "session/new" if self.pinned.is_some() => {
+            Method::Initialize => self.reply(id, Ok(json!(InitializeResult::jucode()))),
+            Method::New if self.pinned.is_some() => {
                 // A serve process's server has one session: "new" is that one, fresh
                 // to this client (its answer first, like a new session's).
                 let session = self.pinned_to(None)?;
                 if self.sessions.contains_key(&session) {
-                    return Err(RpcError::new(jsonrpc::INVALID_REQUEST, "already attached to this session"));
+                    return Err(RpcError::new(
+                        jsonrpc::INVALID_REQUEST,
+                        "already attached to this session",
+                    ));
                 }
                 let target = Target::Attach {
                     id: session,
@@ -236,21 +212,26 @@ impl Dashboard {
                 };
                 self.open(id, Kind::New, target);
             }
-            "session/new" => {
+            Method::New => {
                 let params: NewSession = jsonrpc::params(params)?;
                 let cwd = match params.cwd {
                     Some(cwd) if cwd.is_absolute() => cwd,
-                    Some(_) => return Err(RpcError::invalid_params("cwd must be an absolute path")),
+                    Some(_) => {
+                        return Err(RpcError::invalid_params("cwd must be an absolute path"));
+                    }
                     None => std::env::var_os("HOME").map_or_else(|| "/".into(), Into::into),
                 };
                 let env = std::env::vars().collect();
                 self.open(id, Kind::New, Target::Open { cwd, env });
             }
-            "session/attach" => {
+            Method::Attach => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 self.pinned_to(Some(&params.session_id))?;
                 if self.sessions.contains_key(&params.session_id) {
-                    return Err(RpcError::new(jsonrpc::INVALID_REQUEST, "already attached to this session"));
+                    return Err(RpcError::new(
+                        jsonrpc::INVALID_REQUEST,
+                        "already attached to this session",
+                    ));
                 }
                 let target = Target::Attach {
                     id: params.session_id,
@@ -258,9 +239,13 @@ impl Dashboard {
                 };
                 self.open(id, Kind::Attach, target);
             }
-            "session/list" => {
-                let (backend, done, id) = (self.backend.clone(), self.internal_tx.clone(), id.clone());
-                let only = self.pinned.as_ref().and_then(|pinned| pinned.borrow().clone());
+            Method::List => {
+                let (backend, done, id) =
+                    (self.backend.clone(), self.internal_tx.clone(), id.clone());
+                let only = self
+                    .pinned
+                    .as_ref()
+                    .and_then(|pinned| pinned.borrow().clone());
                 tokio::spawn(async move {
                     let result = backend.list().await.map(|mut rows| {
                         if let Some(only) = only {
@@ -271,7 +256,7 @@ impl Dashboard {
                     let _ = done.send(Internal::Listed { id, result }).await;
                 });
             }
-            "session/prompt" => {
+            Method::Prompt => {
                 let params: PromptParams = jsonrpc::params(params)?;
                 self.session_mut(&params.session_id)?;
                 let done = self.internal_tx.clone();
@@ -286,13 +271,13 @@ impl Dashboard {
                     });
                 });
             }
-            "session/cancel" => {
+            Method::Cancel => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 self.session_mut(&params.session_id)?;
                 self.cancel(&params.session_id).await;
                 self.reply(id, Ok(json!({})));
             }
-            "session/close" if self.pinned.is_some() => {
+            Method::Close if self.pinned.is_some() => {
                 // The serve process's front-end owns its session: a dashboard only
                 // stops watching it.
                 let params: SessionRef = jsonrpc::params(params)?;
@@ -300,21 +285,21 @@ impl Dashboard {
                 self.sessions.remove(&params.session_id);
                 self.reply(id, Ok(json!({})));
             }
-            "session/close" => {
+            Method::Close => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
                 session.closing = Some(id.clone());
                 session.link.close_session().await;
             }
-            "session/set_mode" => {
+            Method::SetMode => {
                 let params: SetMode = jsonrpc::params(params)?;
-                let mode = ApprovalMode::parse(&params.mode_id)
-                    .ok_or_else(|| RpcError::invalid_params(format!("unknown mode: {}", params.mode_id)))?;
+                let mode = ApprovalMode::parse(&params.mode_id).ok_or_else(|| {
+                    RpcError::invalid_params(format!("unknown mode: {}", params.mode_id))
+                })?;
                 let session = self.session_mut(&params.session_id)?;
                 session.link.send(Op::SetApprovalMode { mode }).await;
                 barrier(session, Barrier::SetMode(id.clone())).await;
             }
-            _ => return Err(RpcError::method_not_found(method)),
         }
         Ok(())
     }
@@ -393,28 +378,25 @@ impl Dashboard {
             }
             Internal::Listed { id, result } => {
                 let result = result.map_err(RpcError::internal).map(|rows| {
-                    let sessions: Vec<Value> = rows
+                    let sessions = rows
                         .into_iter()
-                        .map(|row| {
-                            let mut listed = json!({
-                                "sessionId": row.session,
-                                "cwd": row.cwd,
-                                "status": if row.live { "active" } else { "saved" },
-                                "state": row.state,
-                                "title": row.label,
-                                "clients": row.clients,
-                                "live": row.live,
-                                "updatedAt": row.updated,
-                                "_meta": {}
-                            });
-                            // Only on a broken file's row, as in the daemon's `sessions`.
-                            if let Some(why) = row.broken {
-                                listed["broken"] = json!(why);
-                            }
-                            listed
+                        .map(|row| ListedSession {
+                            session_id: row.session,
+                            cwd: row.cwd,
+                            status: if row.live { "active" } else { "saved" },
+                            state: row.state,
+                            title: row.label,
+                            clients: row.clients,
+                            live: row.live,
+                            updated_at: row.updated,
+                            broken: row.broken,
+                            meta: Default::default(),
                         })
                         .collect();
-                    json!({"sessions": sessions, "_meta": {}})
+                    json!(Listed {
+                        sessions,
+                        meta: Default::default(),
+                    })
                 });
                 self.reply(&id, result);
             }
@@ -507,7 +489,9 @@ impl Dashboard {
 
     fn withdraw(&mut self, request: i64) {
         self.outgoing.insert(request, None);
-        let params = json!({"requestId": request});
+        let params = CancelRequestParams {
+            request_id: request,
+        };
         self.out
             .push(jsonrpc::notification("$/cancel_request", &params));
     }
@@ -515,8 +499,10 @@ impl Dashboard {
     fn ask(&mut self, name: &str, session: &mut Session, call_id: String, ask: PermissionAsk) {
         let request = self.next_request;
         self.next_request += 1;
-        let mut params = json!(ask);
-        params["sessionId"] = json!(name);
+        let params = PermissionRequest {
+            session_id: name,
+            ask: &ask,
+        };
         self.outgoing
             .insert(request, Some((name.to_owned(), call_id.clone())));
         session.permissions.insert(call_id, request);
@@ -552,27 +538,25 @@ impl Dashboard {
             Output::Synced(token) if token != BARRIER_TOKEN => {}
             Output::Synced(_) => match session.barriers.pop_front() {
                 Some(Barrier::Ready) => {
-                    let Some((id, kind)) = session.pending.take() else {
+                    let Some((id, _)) = session.pending.take() else {
                         return;
                     };
                     // What the session is doing as it is opened: a client showing it needs
                     // this before its next `state_update`, which may be long in coming.
                     let state = if !session.tr.open_approvals().is_empty() {
-                        "requires_action"
+                        OpenState::RequiresAction
                     } else if session.tr.running() {
-                        "running"
+                        OpenState::Running
                     } else {
-                        "idle"
+                        OpenState::Idle
                     };
-                    let mut result = json!({
-                        "modes": translate::modes(session.tr.mode),
-                        "configOptions": translate::config_options(&session.tr),
-                        "state": state,
-                    });
-                    if kind == Kind::New || kind == Kind::Attach {
-                        result["sessionId"] = json!(name);
-                    }
-                    self.reply(&id, Ok(result));
+                    let opened = Opened {
+                        session_id: name.to_owned(),
+                        modes: translate::modes(session.tr.mode),
+                        config_options: translate::config_options(&session.tr),
+                        state,
+                    };
+                    self.reply(&id, Ok(json!(opened)));
                     for update in std::mem::take(&mut session.held) {
                         self.update(name, &update);
                     }

@@ -16,6 +16,7 @@
 
 mod connection;
 mod http;
+pub mod methods;
 mod outbox;
 
 use std::net::{IpAddr, SocketAddr};
