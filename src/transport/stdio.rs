@@ -34,27 +34,51 @@ pub fn print_stdout(text: &str) -> std::io::Result<()> {
     }
 }
 
-/// Starts the stdout writer thread; `first` (the `hello` line) is written and flushed
-/// before anything else. The thread ends once every sender is dropped and all lines
-/// are out, or when stdout is closed.
+/// Starts the stdout writer thread of `serve` and `--headless`; `first` (the `hello`
+/// line) is written and flushed before anything else. One client, attached from the
+/// first line: snapshots are for late joiners of daemon sessions and never asked for
+/// here, so only lines are written.
 pub(super) fn spawn_writer<W: Write + Send + 'static>(
     out: W,
     first: EventLine,
-    mut lines: mpsc::Receiver<Outbound>,
+    lines: mpsc::Receiver<Outbound>,
+) -> JoinHandle<()> {
+    spawn_writer_of(out, Some(first), lines, |item| match item {
+        Outbound::Line(line) | Outbound::Status { line, .. } | Outbound::Reply { line, .. } => {
+            Some(line)
+        }
+        Outbound::Snapshot { .. } | Outbound::Barrier { .. } => None,
+    })
+}
+
+/// The one stdout writer of every stdio transport (`serve`, `--headless`, `acp`): a
+/// thread that writes every item that is ready (its bytes, per `bytes`) in one go and
+/// flushes before it waits again, so nothing sits in a buffer while the peer is idle
+/// and a burst costs one write. It ends once every sender is dropped and all is out, or
+/// when stdout is closed.
+pub(super) fn spawn_writer_of<T: Send + 'static, W: Write + Send + 'static>(
+    out: W,
+    first: Option<EventLine>,
+    mut items: mpsc::Receiver<T>,
+    bytes: fn(&T) -> Option<&[u8]>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("stdout-writer".into())
         .spawn(move || {
             let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+            let write = |out: &mut std::io::BufWriter<W>, item: T| match bytes(&item) {
+                Some(line) => out.write_all(line),
+                None => Ok(()),
+            };
             let result = (|| -> std::io::Result<()> {
-                out.write_all(&first)?;
-                out.flush()?;
-                // One client, attached from the first line: snapshots are for late
-                // joiners of daemon sessions and never asked for here.
-                while let Some(item) = lines.blocking_recv() {
-                    write_item(&mut out, item)?;
-                    while let Ok(item) = lines.try_recv() {
-                        write_item(&mut out, item)?;
+                if let Some(first) = first {
+                    out.write_all(&first)?;
+                    out.flush()?;
+                }
+                while let Some(item) = items.blocking_recv() {
+                    write(&mut out, item)?;
+                    while let Ok(item) = items.try_recv() {
+                        write(&mut out, item)?;
                     }
                     out.flush()?;
                 }
@@ -65,16 +89,6 @@ pub(super) fn spawn_writer<W: Write + Send + 'static>(
             }
         })
         .unwrap_or_else(|err| fatal_thread(err))
-}
-
-/// Lines for everyone and answers to the one client both go to stdout.
-fn write_item(out: &mut impl Write, item: Outbound) -> std::io::Result<()> {
-    match item {
-        Outbound::Line(line) | Outbound::Status { line, .. } | Outbound::Reply { line, .. } => {
-            out.write_all(&line)
-        }
-        Outbound::Snapshot { .. } | Outbound::Barrier { .. } => Ok(()),
-    }
 }
 
 /// Starts the stdin reader thread: decodes lines, parses ops and forwards them to the

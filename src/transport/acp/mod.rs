@@ -22,7 +22,6 @@ mod mcp;
 mod params;
 mod session;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use bytes::Bytes;
@@ -52,7 +51,9 @@ pub fn run(backend: Backend, attachments: PathBuf) -> u8 {
     };
     let (frames_tx, frames) = mpsc::channel(INPUT_QUEUE);
     let (out, lines) = mpsc::channel(OUTPUT_QUEUE);
-    let writer = spawn_writer(lines);
+    let writer = super::stdio::spawn_writer_of(std::io::stdout(), None, lines, |line: &Bytes| {
+        Some(&line[..])
+    });
     spawn_reader(frames_tx);
     let in_process = matches!(backend, Backend::InProcess(_));
     runtime.block_on(async move {
@@ -104,35 +105,5 @@ fn spawn_reader(frames: mpsc::Sender<Frame>) {
         });
     if let Err(err) = spawned {
         eprintln!("jucode: cannot start the stdin reader: {err}");
-    }
-}
-
-/// Writes stdout on its own thread: every ready message in one write, then a flush, so
-/// nothing waits in a buffer while the connection is idle.
-fn spawn_writer(mut lines: mpsc::Receiver<Bytes>) -> std::thread::JoinHandle<()> {
-    let spawned = std::thread::Builder::new()
-        .name("acp-stdout".into())
-        .spawn(move || {
-            let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-            let result = (|| -> std::io::Result<()> {
-                while let Some(line) = lines.blocking_recv() {
-                    out.write_all(&line)?;
-                    while let Ok(line) = lines.try_recv() {
-                        out.write_all(&line)?;
-                    }
-                    out.flush()?;
-                }
-                Ok(())
-            })();
-            if let Err(err) = result {
-                tracing::debug!(%err, "stdout closed");
-            }
-        });
-    match spawned {
-        Ok(handle) => handle,
-        Err(err) => {
-            eprintln!("jucode: cannot start the stdout writer: {err}");
-            std::process::exit(1)
-        }
     }
 }
