@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::params::{
-    CancelRequest, ClientCapabilities, Initialize, ListSessions, NewSession, PromptParams,
+    CancelRequest, ClientCapabilities, Initialize, ListSessions, Method, NewSession, PromptParams,
     SessionRef, SetConfig, SetMode,
 };
 use super::session::{Barrier, Pending, Prompt, Session};
@@ -201,8 +201,11 @@ impl Connection {
         method: &str,
         params: Value,
     ) -> Result<(), RpcError> {
+        let method: Method = method
+            .parse()
+            .map_err(|_| RpcError::method_not_found(method))?;
         match method {
-            "initialize" => {
+            Method::Initialize => {
                 let params: Initialize = jsonrpc::params(params)?;
                 self.client = params.client_capabilities;
                 // The client's version when it is one this agent speaks, else its own.
@@ -223,8 +226,8 @@ impl Connection {
                 });
                 self.reply(id, Ok(result)).await;
             }
-            "authenticate" => self.reply(id, Ok(json!({}))).await,
-            "session/new" => {
+            Method::Authenticate => self.reply(id, Ok(json!({}))).await,
+            Method::New => {
                 let params: NewSession = jsonrpc::params(params)?;
                 if !params.cwd.is_absolute() {
                     return Err(RpcError::invalid_params("cwd must be an absolute path"));
@@ -236,13 +239,13 @@ impl Connection {
                 };
                 self.open(id, OpenKind::New, target, mcp);
             }
-            "session/load" | "session/resume" => {
+            Method::Load | Method::Resume => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 if !crate::sessions::valid_id(&params.session_id) {
                     return Err(RpcError::unknown_session(&params.session_id));
                 }
                 let mcp = super::mcp::ops(params.mcp_servers)?;
-                let kind = if method == "session/load" {
+                let kind = if method == Method::Load {
                     OpenKind::Load
                 } else {
                     OpenKind::Resume
@@ -274,7 +277,7 @@ impl Connection {
                 };
                 self.open(id, kind, target, mcp);
             }
-            "session/list" => {
+            Method::List => {
                 let params: ListSessions = jsonrpc::params(params)?;
                 let backend = self.backend.clone();
                 let done = self.internal_tx.clone();
@@ -290,14 +293,14 @@ impl Connection {
                         .await;
                 });
             }
-            "session/close" => {
+            Method::Close => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
                 session.closing = Some(id.clone());
                 session.link.close_session().await;
             }
-            "session/prompt" => self.prompt(id, params).await?,
-            "session/set_mode" => {
+            Method::Prompt => self.prompt(id, params).await?,
+            Method::SetMode => {
                 let params: SetMode = jsonrpc::params(params)?;
                 let mode = ApprovalMode::parse(&params.mode_id).ok_or_else(|| {
                     RpcError::invalid_params(format!("unknown mode: {}", params.mode_id))
@@ -306,14 +309,13 @@ impl Connection {
                 session.link.send(Op::SetApprovalMode { mode }).await;
                 session.barrier(Barrier::SetMode(id.clone())).await;
             }
-            "session/set_config_option" => {
+            Method::SetConfigOption => {
                 let params: SetConfig = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
                 let op = session.config_op(&params.config_id, &params.value)?;
                 session.link.send(op).await;
                 session.barrier(Barrier::SetConfig(id.clone())).await;
             }
-            _ => return Err(RpcError::method_not_found(method)),
         }
         Ok(())
     }

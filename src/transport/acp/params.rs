@@ -8,6 +8,32 @@ use serde_json::Value;
 use crate::protocol::Op;
 use crate::transport::translate::prompt::PromptBlock;
 
+/// The methods an editor may call, one variant each: the connection dispatches on this
+/// (an exhaustive match) and each arm reads the params type of this file it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr)]
+pub(super) enum Method {
+    #[strum(serialize = "initialize")]
+    Initialize,
+    #[strum(serialize = "authenticate")]
+    Authenticate,
+    #[strum(serialize = "session/new")]
+    New,
+    #[strum(serialize = "session/load")]
+    Load,
+    #[strum(serialize = "session/resume")]
+    Resume,
+    #[strum(serialize = "session/list")]
+    List,
+    #[strum(serialize = "session/close")]
+    Close,
+    #[strum(serialize = "session/prompt")]
+    Prompt,
+    #[strum(serialize = "session/set_mode")]
+    SetMode,
+    #[strum(serialize = "session/set_config_option")]
+    SetConfigOption,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Initialize {
