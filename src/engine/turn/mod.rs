@@ -198,7 +198,6 @@ impl TurnContext {
             }
             usage.add(&reply.usage);
             self.count_usage(&reply.usage).await;
-            self.make_call_ids_unique(&mut reply.tool_calls);
             let calls = reply.tool_calls.clone();
             let plan_ids: HashMap<String, String> = reply
                 .tool_calls
@@ -508,28 +507,6 @@ impl TurnContext {
             tools.push(propose_plan_spec());
         }
         tools
-    }
-
-    /// Renames the calls whose id this session has used already (see
-    /// [`crate::engine::conversation::store::Store::unique_call_id`]) before anything
-    /// shows them: the new id is what the events carry, the store keeps and the next
-    /// request sends back, so the model's conversation stays consistent.
-    fn make_call_ids_unique(&self, calls: &mut [ToolCall]) {
-        if calls.is_empty() {
-            return;
-        }
-        self.emitter.change(|shared| {
-            let store = self.track.store(shared);
-            let mut taken = std::collections::HashSet::new();
-            for call in calls.iter_mut() {
-                let id = store.unique_call_id(&call.id, &taken);
-                if id != call.id {
-                    tracing::debug!(from = %call.id, to = %id, "renamed a reused tool call id");
-                    call.id = id;
-                }
-                taken.insert(call.id.clone());
-            }
-        });
     }
 
     /// Records the reply just streamed. Its text stays visible (as the streaming text)

@@ -13,7 +13,7 @@
 mod entry;
 mod views;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use entry::{
@@ -100,9 +100,6 @@ pub struct Store {
     children: HashMap<EntryId, Vec<usize>>,
     /// Root to leaf.
     branch: Vec<Arc<Entry>>,
-    /// The id of every tool call of every entry, on every branch: what
-    /// [`Store::unique_call_id`] must not hand out again.
-    call_ids: HashSet<String>,
     next: u64,
     journal: Arc<dyn Journal>,
 }
@@ -159,7 +156,6 @@ impl Store {
             by_id: HashMap::new(),
             children: HashMap::new(),
             branch: Vec::new(),
-            call_ids: HashSet::new(),
             next: 1,
             journal,
         }
@@ -171,32 +167,7 @@ impl Store {
         if let Some(parent) = &entry.parent {
             self.children.entry(parent.clone()).or_default().push(index);
         }
-        if let EntryBody::Assistant(Message::Assistant { tool_calls, .. }) = &entry.body {
-            self.call_ids
-                .extend(tool_calls.iter().map(|call| call.id.clone()));
-        }
         self.order.push(entry);
-    }
-
-    /// `id`, or, when this session already has a call of that id (or `id` is empty), the
-    /// first `id_2`, `id_3` ... it has not. Clients key a call's cards, approvals and
-    /// deferred actions by its id, so one session never shows two calls of one id,
-    /// whatever the provider sends: a scripted model numbering from `call_1` again after
-    /// a resume, or a local server that numbers from 0 in every reply.
-    pub fn unique_call_id(&self, id: &str, also_taken: &HashSet<String>) -> String {
-        let base = if id.is_empty() { "call" } else { id };
-        let free = |candidate: &str| {
-            !candidate.is_empty()
-                && !self.call_ids.contains(candidate)
-                && !also_taken.contains(candidate)
-        };
-        if free(id) {
-            return id.to_owned();
-        }
-        (2u64..)
-            .map(|n| format!("{base}_{n}"))
-            .find(|candidate| free(candidate))
-            .unwrap_or_else(|| base.to_owned())
     }
 
     /// Appends after the leaf, which it becomes; hands it to the journal.
