@@ -117,6 +117,12 @@ impl ReplayClient {
 impl ModelClient for ReplayClient {
     fn stream(&self, request: &ChatRequest) -> BoxFuture<'static, Result<ModelStream, ModelError>> {
         let inner = Arc::clone(&self.inner);
+        // Ids this conversation has already seen are never handed out again: a session
+        // resumed in a new process (a new client, counting from 1) keeps its calls'
+        // ids unique, so a client keying cards by id never mixes two calls.
+        inner
+            .next_call_id
+            .fetch_max(first_unused_call_number(request), Ordering::Relaxed);
         let Some(path) = inner.script.clone() else {
             let reply = demo_reply(request);
             return future::ready(Ok(inner.play(reply))).boxed();
@@ -155,6 +161,20 @@ impl ModelClient for ReplayClient {
         }
         .boxed()
     }
+}
+
+/// One more than the highest `call_N` among the calls of `request`'s conversation.
+fn first_unused_call_number(request: &ChatRequest) -> u64 {
+    request
+        .messages()
+        .filter_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|call| call.id.strip_prefix("call_")?.parse::<u64>().ok())
+        .max()
+        .map_or(1, |highest| highest + 1)
 }
 
 impl Inner {

@@ -246,3 +246,39 @@ fn a_config_that_cannot_be_used_exits_2_and_runs_nothing() {
     let (_, code) = finish(headless(&home, &["hi"]));
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn the_demo_s_call_ids_stay_unique_in_a_session_across_resumes() {
+    // Each process's demo counts its calls from call_1; a resumed session goes on from
+    // the highest its conversation has.
+    let home = Home::new();
+    let mut ids = Vec::new();
+    let mut session = None::<String>;
+    for round in 0..3 {
+        let mut args = vec!["look around"];
+        if let Some(id) = &session {
+            args = vec!["--session", id, "look again"];
+        }
+        let (events, code) = finish(headless(&home, &args));
+        assert_eq!(code, Some(0), "round {round}: {events:#?}");
+        session.get_or_insert_with(|| {
+            let startup = events.iter().find(|e| e["type"] == "startup").unwrap();
+            startup["session_id"].as_str().unwrap().to_owned()
+        });
+        for event in events.iter().filter(|e| e["type"] == "tool_start") {
+            ids.push(event["call_id"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(ids, ["call_1", "call_2", "call_3"]);
+    // The file says the same.
+    let path = crate::common::serve::session_file(home.path(), session.as_deref().unwrap());
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut in_file = Vec::new();
+    for line in text.lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        if let Some(calls) = entry.get("tool_calls").and_then(Value::as_array) {
+            in_file.extend(calls.iter().map(|c| c["id"].as_str().unwrap().to_owned()));
+        }
+    }
+    assert_eq!(in_file, ids, "{text}");
+}
