@@ -239,6 +239,32 @@ mod tidy {
         }
     }
 
+    /// Each tool describes its own calls (`Tool::describe`): the engine's code (its tests
+    /// aside) names none of the tools it is given.
+    #[test]
+    fn the_engine_names_no_concrete_tool() {
+        let tools = [
+            "read_file",
+            "list_dir",
+            "grep",
+            "bash",
+            "write_file",
+            "edit_file",
+            "web_fetch",
+            "web_search",
+        ];
+        for (path, code) in sources("src/engine") {
+            if path.ends_with("tests.rs") {
+                continue;
+            }
+            let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+            for tool in tools {
+                let quoted = format!("\"{tool}\"");
+                assert!(!code.contains(&quoted), "{path} names the tool {quoted}");
+            }
+        }
+    }
+
     /// rmcp changes often: one wrapper module names it, so an upgrade is one file.
     #[test]
     fn only_the_mcp_client_names_rmcp() {

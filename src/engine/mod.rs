@@ -27,8 +27,8 @@ pub use ports::project::{
     CustomCommand, HookEvent, HookRun, NoProject, Project, TrustChange, TrustDecision,
 };
 pub use ports::tools::{
-    Assessment, Confinement, Effect, Hunk, Progress, Sandbox, Tool, ToolContext, ToolOutput,
-    ToolRegistry, ToolSource,
+    Assessment, Confinement, DescribeCall, Effect, Hunk, Progress, Sandbox, Tool, ToolContext,
+    ToolOutput, ToolRegistry, ToolSource, shown_path, string_arg,
 };
 pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
 pub use turn::TurnEnd;

@@ -119,6 +119,12 @@ pub enum Event {
         /// when they are not a JSON object (the call then fails with that error).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         arguments: Option<serde_json::Value>,
+        /// jucode addition: the call as its tool describes it: a title for its card
+        /// (`Read /abs/src/lib.rs`, a command line), what kind of thing it does, the file
+        /// or folder it is about (absolute) and the line, and a few words for a status
+        /// line (`Running cargo test`).
+        #[serde(flatten)]
+        card: CallCard,
     },
     /// Output the call produced since its previous update.
     ToolUpdate {
@@ -268,6 +274,22 @@ pub enum Event {
         method: String,
         params: serde_json::Value,
     },
+}
+
+/// A tool call as its tool describes it (`tool_start`; `title` and `kind` also on the
+/// transcript's `tool` items). Every field may be absent (an older session's history).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CallCard {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<super::values::CallKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<String>,
 }
 
 /// The sandbox commands run in (`docs/security.md`).
@@ -441,6 +463,10 @@ pub enum TranscriptItem {
         name: String,
         output: String,
         is_error: bool,
+        /// jucode addition: the call as its tool described it (`title`, `kind`, `path`,
+        /// `line`, as on `tool_start`); absent for calls recorded before cards were kept.
+        #[serde(flatten)]
+        card: CallCard,
     },
     /// A plan from `propose_plan`, with its latest status.
     Plan {

@@ -15,9 +15,10 @@ pub mod schema;
 mod values;
 
 pub use events::{
-    AgentKind, AgentRun, AgentState, CheckpointItem, CommandInfo, Event, Goal, Hunk, McpServerView,
-    McpState, McpTransport, ModelStatus, ModelViewEntry, PlanStep, ResumeItem, SandboxView,
-    StepStatus, SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
+    AgentKind, AgentRun, AgentState, CallCard, CheckpointItem, CommandInfo, Event, Goal, Hunk,
+    McpServerView, McpState, McpTransport, ModelStatus, ModelViewEntry, PlanStep, ResumeItem,
+    SandboxView, StepStatus, SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent,
+    UserMessageEvent,
 };
 pub use jucode_daemon::ClientId;
 pub use jucode_daemon::framing::{Frame, LineCodec};
@@ -27,7 +28,7 @@ pub use jucode_daemon::protocol::{
 };
 pub use ops::{ApproveOp, ApprovePlanOp, McpServerConfig, Op, OpName, UserInput, parse_op};
 pub use values::{
-    ApprovalMode, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState,
+    ApprovalMode, CallKind, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState,
     PlanDecision, PlanStatus, ReplyStop, Resolution, SandboxMode, SessionStatus,
 };
 

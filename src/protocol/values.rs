@@ -222,6 +222,24 @@ pub enum ReplyStop {
     Refusal,
 }
 
+/// What a tool call does, as its tool describes it (`tool_start.kind`, the transcript's
+/// `tool` items; jucode addition). The words front-ends key icons on: the kinds the
+/// Agent Client Protocol names its tool calls with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    /// Work on the session itself (its plan, goal, subagents), not the machine.
+    Think,
+    Fetch,
+    Other,
+}
+
 /// `model_status.state`: whether requests to the model can work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -403,12 +403,14 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
             name: "read_file".into(),
             output: "one".into(),
             is_error: false,
+            card: Default::default(),
         },
         Message::Tool {
             call_id: "t2".into(),
             name: "read_file".into(),
             output: "two".into(),
             is_error: true,
+            card: Default::default(),
         },
     ];
     let request = ChatRequest::from_messages(
@@ -512,6 +514,7 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
                 name: "read_file".into(),
                 output: format!("output {turn}"),
                 is_error: false,
+                card: Default::default(),
             });
         }
     }
@@ -685,6 +688,7 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
             name: "read_file".into(),
             output: "text".into(),
             is_error: false,
+            card: Default::default(),
         },
     ];
     let body = request_body(

@@ -62,6 +62,7 @@ fn body_with_images_tools_calls_and_results() {
             name: "read_file".into(),
             output: "contents".into(),
             is_error: false,
+            card: Default::default(),
         },
         Message::Assistant {
             text: "Done.".into(),

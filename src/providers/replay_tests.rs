@@ -239,6 +239,7 @@ async fn demo_cycles_between_a_tool_call_and_an_explanation() {
         name: "list_dir".into(),
         output: "Cargo.toml\nsrc/\n".into(),
         is_error: false,
+        card: Default::default(),
     });
     let second = events(&client, &request(messages.clone())).await.unwrap();
     let text: String = second

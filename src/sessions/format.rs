@@ -73,6 +73,15 @@ pub enum Body {
         output: String,
         #[serde(default)]
         is_error: bool,
+        /// The call as its tool described it (for histories shown later).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_kind: Option<crate::protocol::CallKind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<u32>,
     },
     /// Images tool calls returned, as the model reads them.
     ToolImages {
@@ -240,11 +249,16 @@ fn body_of(body: &EntryBody) -> Body {
             name,
             output,
             is_error,
+            card,
         }) => Body::ToolResult {
             call_id: call_id.clone(),
             name: name.clone(),
             output: output.clone(),
             is_error: *is_error,
+            title: card.title.clone(),
+            call_kind: card.kind,
+            path: card.path.clone(),
+            line: card.line,
         },
         EntryBody::ToolImages(Message::User { text, images }) => Body::ToolImages {
             text: text.clone(),
@@ -377,11 +391,22 @@ pub fn decode(line: Line) -> Result<Entry, String> {
             name,
             output,
             is_error,
+            title,
+            call_kind,
+            path,
+            line,
         } => EntryBody::ToolResult(Message::Tool {
             call_id,
             name,
             output,
             is_error,
+            card: crate::protocol::CallCard {
+                title,
+                kind: call_kind,
+                path,
+                line,
+                activity: None,
+            },
         }),
         Body::Plan {
             plan,

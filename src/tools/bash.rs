@@ -32,6 +32,8 @@ use super::sandbox::{Policy, Prepared, explain_refusal};
 use super::shell::{ShellClass, classify_with_home};
 use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Confinement, Effect, Tool, ToolContext, ToolOutput};
+use crate::engine::{DescribeCall, string_arg};
+use crate::protocol::{CallCard, CallKind};
 
 const NAME: &str = "bash";
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -74,6 +76,18 @@ impl Request {
 }
 
 impl Tool for Bash {
+    fn describe(&self, args: &Value, _cwd: &std::path::Path) -> CallCard {
+        let Some(command) = string_arg(args, "command") else {
+            return CallCard::named("bash");
+        };
+        CallCard::of(
+            shell_kind(command),
+            command.to_owned(),
+            None,
+            format!("Running {command}"),
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),
@@ -271,3 +285,14 @@ fn render(finished: exec::Finished, timeout_ms: u64) -> ToolOutput {
 #[cfg(test)]
 #[path = "bash_tests.rs"]
 mod tests;
+
+/// `rm` and `mv` as the whole command are deletes and moves; any other command (also
+/// one that merely contains them) executes.
+fn shell_kind(command: &str) -> CallKind {
+    let simple = !command.contains(['|', ';', '&', '>', '<', '`', '$', '\n']);
+    match command.split_whitespace().next() {
+        Some("rm" | "rmdir") if simple => CallKind::Delete,
+        Some("mv") if simple => CallKind::Move,
+        _ => CallKind::Execute,
+    }
+}

@@ -76,6 +76,10 @@ impl<T: Tool> Tool for Delegated<T> {
         self.inner.spec()
     }
 
+    fn describe(&self, args: &Value, cwd: &std::path::Path) -> crate::protocol::CallCard {
+        self.inner.describe(args, cwd)
+    }
+
     fn assess(
         &self,
         args: &Value,

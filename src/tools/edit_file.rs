@@ -21,6 +21,8 @@ use super::diff::LineDiff;
 use super::files::{self, Current, Target};
 use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::{DescribeCall, shown_path, string_arg};
+use crate::protocol::{CallCard, CallKind};
 
 const NAME: &str = "edit_file";
 
@@ -59,6 +61,18 @@ impl Request {
 }
 
 impl Tool for EditFile {
+    fn describe(&self, args: &Value, cwd: &std::path::Path) -> CallCard {
+        let Some(path) = string_arg(args, "path") else {
+            return CallCard::named("edit_file");
+        };
+        CallCard::of(
+            CallKind::Edit,
+            format!("Edit {}", shown_path(cwd, path)),
+            Some(shown_path(cwd, path)),
+            format!("Editing {path}"),
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

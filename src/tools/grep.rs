@@ -35,7 +35,9 @@ use tokio_util::sync::CancellationToken;
 use super::args::Args;
 use super::{display_path, resolve, run_blocking};
 use crate::engine::ports::model::ToolSpec;
+use crate::engine::{DescribeCall, shown_path, string_arg};
 use crate::engine::{Tool, ToolContext, ToolOutput};
+use crate::protocol::{CallCard, CallKind};
 
 const NAME: &str = "grep";
 const MAX_MATCHES: usize = 500;
@@ -52,6 +54,24 @@ const NO_MATCHES: &str = "No matches found.";
 pub struct Grep;
 
 impl Tool for Grep {
+    fn describe(&self, args: &Value, cwd: &std::path::Path) -> CallCard {
+        let pattern = string_arg(args, "pattern").unwrap_or_default();
+        let within = string_arg(args, "path")
+            .map(|path| shown_path(cwd, path))
+            .unwrap_or_else(|| cwd.display().to_string());
+        let activity = if pattern.is_empty() {
+            "Searching".to_owned()
+        } else {
+            format!("Searching for {pattern}")
+        };
+        CallCard::of(
+            CallKind::Search,
+            format!("Search {pattern:?} in {within}"),
+            None,
+            activity,
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

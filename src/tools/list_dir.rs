@@ -25,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 use super::args::Args;
 use super::{display_path, resolve, run_blocking};
 use crate::engine::ports::model::ToolSpec;
+use crate::engine::{DescribeCall, shown_path, string_arg};
 use crate::engine::{Tool, ToolContext, ToolOutput};
+use crate::protocol::{CallCard, CallKind};
 
 const NAME: &str = "list_dir";
 const MAX_ENTRIES: usize = 1000;
@@ -35,6 +37,16 @@ const MAX_ENTRIES: usize = 1000;
 pub struct ListDir;
 
 impl Tool for ListDir {
+    fn describe(&self, args: &Value, cwd: &std::path::Path) -> CallCard {
+        let path = string_arg(args, "path").unwrap_or(".");
+        CallCard::of(
+            CallKind::Search,
+            format!("List {}", shown_path(cwd, path)),
+            Some(shown_path(cwd, path)),
+            format!("Listing {path}"),
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

@@ -25,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 use super::args::Args;
 use super::{display_path, resolve, run_blocking};
 use crate::engine::ports::model::ToolSpec;
+use crate::engine::{DescribeCall, shown_path, string_arg};
 use crate::engine::{Tool, ToolContext, ToolOutput};
+use crate::protocol::{CallCard, CallKind};
 
 const NAME: &str = "read_file";
 const DEFAULT_LIMIT: u64 = 2000;
@@ -43,6 +45,23 @@ const CANCEL_CHECK_LINES: u64 = 4096;
 pub struct ReadFile;
 
 impl Tool for ReadFile {
+    fn describe(&self, args: &Value, cwd: &std::path::Path) -> CallCard {
+        let Some(path) = string_arg(args, "path") else {
+            return CallCard::named("read_file");
+        };
+        let mut card = CallCard::of(
+            CallKind::Read,
+            format!("Read {}", shown_path(cwd, path)),
+            Some(shown_path(cwd, path)),
+            format!("Reading {path}"),
+        );
+        card.line = args
+            .get("offset")
+            .and_then(Value::as_u64)
+            .and_then(|line| u32::try_from(line).ok());
+        card
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

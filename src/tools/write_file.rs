@@ -16,6 +16,8 @@ use super::diff::LineDiff;
 use super::files::{self, Current, Target};
 use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::{DescribeCall, shown_path, string_arg};
+use crate::protocol::{CallCard, CallKind};
 
 const NAME: &str = "write_file";
 
@@ -39,6 +41,18 @@ impl Request {
 }
 
 impl Tool for WriteFile {
+    fn describe(&self, args: &Value, cwd: &std::path::Path) -> CallCard {
+        let Some(path) = string_arg(args, "path") else {
+            return CallCard::named("write_file");
+        };
+        CallCard::of(
+            CallKind::Edit,
+            format!("Write {}", shown_path(cwd, path)),
+            Some(shown_path(cwd, path)),
+            format!("Writing {path}"),
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

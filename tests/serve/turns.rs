@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use crate::common::mock::{
-    self, Gate, MockModel, Reply, Step, finish, reasoning, text, text_reply, tool_call, usage,
+    self, Gate, MockModel, Reply, Step, finish, reasoning, text, text_reply, tool_call, tool_reply,
+    usage,
 };
 use crate::common::serve::{Home, Serve, joined, types};
 
@@ -466,4 +467,51 @@ fn the_mock_fails_a_test_on_an_unscripted_request() {
     assert!(types(&events).contains(&"error"), "{events:#?}");
     drop(serve);
     drop(model);
+}
+
+#[test]
+fn each_tool_describes_its_calls_on_tool_start_and_in_the_transcript() {
+    let model = MockModel::start();
+    let home = Home::new();
+    home.mock_config(&model.base_url(), "");
+    std::fs::write(home.path().join("notes.txt"), "a\n").unwrap();
+    model.push(tool_reply(
+        "r1",
+        "read_file",
+        json!({"path": "notes.txt", "offset": 1}),
+    ));
+    model.push(text_reply(&["read it"]));
+    let mut serve = Serve::ready(&home);
+    serve.user("read the notes");
+    let turn = serve.until_ready();
+    let start = turn.iter().find(|e| e["type"] == "tool_start").unwrap();
+    let path = home.path().join("notes.txt").display().to_string();
+    assert_eq!(start["title"], format!("Read {path}"), "{start}");
+    assert_eq!(start["kind"], "read");
+    assert_eq!(start["path"], path);
+    assert_eq!(start["line"], 1);
+    assert_eq!(start["activity"], "Reading notes.txt");
+
+    // The history keeps the card (not the status line), also after a restart.
+    serve.send(json!({"op": "shutdown"}));
+    serve.rest();
+    let id = turn
+        .iter()
+        .find_map(|e| e["session"].as_str())
+        .unwrap()
+        .to_owned();
+    let mut again = Serve::builder(&home).arg("--session").arg(&id).start();
+    again.skip_startup();
+    again.send(json!({"op": "command", "input": "/transcript"}));
+    let transcript = again.expect_one("transcript");
+    let tool = transcript["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(tool["title"], format!("Read {path}"), "{tool}");
+    assert_eq!(tool["kind"], "read");
+    assert!(tool.get("activity").is_none(), "{tool}");
 }

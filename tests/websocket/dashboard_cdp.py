@@ -182,7 +182,7 @@ async def main():
             await page.wait("document.querySelector('.session-view:not([hidden]) .msg.user')", "its history")
             await page.wait("document.querySelector('.session-view:not([hidden]) .tool[data-status=\"completed\"]')", "its tool card")
             replayed = await page.eval("document.querySelector('.session-view:not([hidden]) .tool .title').textContent")
-            assert replayed == "command · bash", f"a replayed card is titled: {replayed!r}"
+            assert replayed == "command · echo dash > dash.txt", f"a replayed card is titled as the live one: {replayed!r}"
             await page.wait("document.getElementById('state').dataset.state === 'idle'", "its state")
             await page.wait("document.getElementById('usage').textContent.startsWith('context')", "its usage")
             if os.environ.get("SCREENSHOT"):

@@ -261,14 +261,19 @@ impl Agents {
             }
             Event::AssistantDelta { delta } => record.items.assistant_delta(&delta),
             Event::Retrying { .. } => set(record, activity::RETRYING),
-            Event::ToolStart { call_id, name, .. } => {
+            Event::ToolStart {
+                call_id,
+                name,
+                card,
+                ..
+            } => {
                 let input = self
                     .conversations
                     .get(id)
                     .and_then(|conversation| call_arguments(&conversation.store, &call_id))
                     .unwrap_or_default();
                 record.run.tool_calls += 1;
-                set(record, &activity::of_call(&name, &input));
+                set(record, &activity::of_card(&name, &card));
                 record.items.tool_start(call_id, name, &input);
                 changed = true;
             }

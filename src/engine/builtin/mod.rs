@@ -10,9 +10,10 @@ pub(super) mod plan_steps;
 
 use super::agents::{self, CLOSE_AGENT, MESSAGE_AGENT, SPAWN_AGENT, WAIT_AGENTS};
 use super::ports::model::{ToolCall, ToolSpec};
-use super::ports::tools::ToolOutput;
+use super::ports::tools::{DescribeCall, ToolOutput, string_arg};
 use super::turn::TurnContext;
 use super::turn::calls::parse_arguments;
+use crate::protocol::{CallCard, CallKind};
 use goal::UPDATE_GOAL;
 use plan_steps::UPDATE_PLAN;
 
@@ -57,6 +58,18 @@ impl TurnContext {
         specs
     }
 
+    /// `call` as clients are shown it: a built-in tool's card, or what its tool says.
+    pub(in crate::engine) fn describe_call(&self, call: &ToolCall) -> CallCard {
+        let args = parse_arguments(&call.arguments).unwrap_or_default();
+        if let Some(card) = describe_builtin(&call.name, &args) {
+            return card;
+        }
+        match self.tools.get(&call.name) {
+            Some(tool) => tool.describe(&args, &self.cwd),
+            None => CallCard::named(&call.name),
+        }
+    }
+
     /// Runs `call` if it is a built-in tool this turn has; `None` otherwise.
     pub(super) async fn builtin_call(&self, call: &ToolCall) -> Option<ToolOutput> {
         let offered = match call.name.as_str() {
@@ -81,4 +94,34 @@ impl TurnContext {
             _ => self.update_goal(&args).await,
         })
     }
+}
+
+/// The cards of the engine's own tools: work on the session's plan, goal and agents.
+fn describe_builtin(name: &str, args: &serde_json::Value) -> Option<CallCard> {
+    let arg = |key| string_arg(args, key);
+    let (title, activity) = match name {
+        SPAWN_AGENT => (
+            format!("Subagent {}", arg("task_name").unwrap_or_default()),
+            match arg("task_name") {
+                Some(task) => format!("Starting subagent {task}"),
+                None => "Starting a subagent".to_owned(),
+            },
+        ),
+        WAIT_AGENTS => (
+            "Wait for subagents".to_owned(),
+            "Waiting for subagents".to_owned(),
+        ),
+        MESSAGE_AGENT => (
+            format!("Message {}", arg("agent_id").unwrap_or_default()),
+            format!("Messaging {}", arg("agent_id").unwrap_or("a subagent")),
+        ),
+        CLOSE_AGENT => (
+            format!("Close {}", arg("agent_id").unwrap_or_default()),
+            format!("Closing {}", arg("agent_id").unwrap_or("a subagent")),
+        ),
+        UPDATE_PLAN => ("Update the plan".to_owned(), "Updating the plan".to_owned()),
+        UPDATE_GOAL => ("Update the goal".to_owned(), "Updating the goal".to_owned()),
+        _ => return None,
+    };
+    Some(CallCard::of(CallKind::Think, title, None, activity))
 }

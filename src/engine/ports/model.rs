@@ -85,6 +85,9 @@ pub enum Message {
         name: String,
         output: String,
         is_error: bool,
+        /// The call as its tool described it, for the transcript (never sent to the
+        /// model). Empty for results recorded before cards were kept.
+        card: crate::protocol::CallCard,
     },
 }
 

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::model::{ImageData, ToolSpec};
 pub use crate::protocol::Hunk;
-use crate::protocol::SandboxMode;
+use crate::protocol::{CallCard, CallKind, SandboxMode};
 
 /// The sandbox the session's commands run in: the mode in force and what the host
 /// found the kernel can do. Tools that start commands apply it; the engine shows it
@@ -196,6 +196,14 @@ impl Assessment {
 pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
 
+    /// The call as clients are shown it (`tool_start`'s card and a subagent's activity),
+    /// from its arguments; paths resolve against `cwd`. A tool that says nothing is shown
+    /// by its name.
+    fn describe(&self, args: &serde_json::Value, cwd: &Path) -> CallCard {
+        let _ = (args, cwd);
+        CallCard::named(&self.spec().name)
+    }
+
     /// Says what the call would do, without doing it. An argument error is returned as
     /// the call's result (the model corrects it; nobody is asked). Read-only tools keep
     /// the default.
@@ -212,6 +220,53 @@ pub trait Tool: Send + Sync + 'static {
     /// Runs one call. `args` is the parsed argument object; argument errors come back as
     /// an error [`ToolOutput`] for the model to correct, never as a panic.
     fn run(&self, args: serde_json::Value, ctx: ToolContext) -> BoxFuture<'static, ToolOutput>;
+}
+
+/// What every tool's `describe` builds its card with.
+pub trait DescribeCall {
+    /// The card of a tool that says nothing of its calls: its name, `other`.
+    fn named(name: &str) -> Self;
+    /// A card of `kind` titled `title`, about `path` (absolute) when there is one, with
+    /// `activity` for status lines.
+    fn of(kind: CallKind, title: String, path: Option<String>, activity: String) -> Self;
+}
+
+impl DescribeCall for CallCard {
+    fn named(name: &str) -> Self {
+        Self::of(
+            CallKind::Other,
+            name.to_owned(),
+            None,
+            format!("Calling {name}"),
+        )
+    }
+
+    fn of(kind: CallKind, title: String, path: Option<String>, activity: String) -> Self {
+        Self {
+            title: Some(title.trim().to_owned()),
+            kind: Some(kind),
+            path,
+            line: None,
+            activity: Some(activity),
+        }
+    }
+}
+
+/// The string argument `key` of a call, trimmed; `None` when absent or empty.
+pub fn string_arg<'a>(args: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    args.get(key)
+        .and_then(serde_json::Value::as_str)
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+}
+
+/// `path` resolved against `cwd` for display (a `~` path is shown as written).
+pub fn shown_path(cwd: &Path, path: &str) -> String {
+    if Path::new(path).is_absolute() || path.starts_with('~') {
+        path.to_owned()
+    } else {
+        cwd.join(path).display().to_string()
+    }
 }
 
 /// Tools that come and go while a session runs (those of MCP servers): asked for what

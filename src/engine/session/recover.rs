@@ -36,9 +36,12 @@ impl Session {
         if !calls.is_empty() {
             self.emitter.change(|shared| {
                 for call in &calls {
-                    shared
-                        .store
-                        .append(tool_result(call, STOPPED.to_owned(), true));
+                    shared.store.append(tool_result(
+                        call,
+                        STOPPED.to_owned(),
+                        true,
+                        &crate::protocol::CallCard::default(),
+                    ));
                 }
             });
             notices.push(format!(

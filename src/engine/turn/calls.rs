@@ -22,7 +22,7 @@ use crate::engine::ports::model::{Message, ToolCall};
 use crate::engine::ports::tools::{Assessment, Tool, ToolContext, ToolOutput};
 use crate::engine::ports::tools::{Confinement, Effect};
 use crate::engine::shared::{Answer, PendingApproval};
-use crate::protocol::{Event, PlanStatus, Resolution};
+use crate::protocol::{CallCard, Event, PlanStatus, Resolution};
 
 /// What the model reads for a call the user's interrupt stopped.
 const INTERRUPTED: &str = "interrupted by the user";
@@ -56,10 +56,12 @@ impl TurnContext {
                 plan_proposed |= self.propose_plan(call, id).await;
                 continue;
             }
+            let card = self.describe_call(call);
             self.emit(Event::ToolStart {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: parse_arguments(&call.arguments).ok(),
+                card: card.clone(),
             })
             .await;
             let outcome = tokio::select! {
@@ -68,10 +70,12 @@ impl TurnContext {
                 outcome = self.call(call) => Some(outcome),
             };
             let Some(mut outcome) = outcome else {
-                self.close_interrupted(call).await;
+                self.close_interrupted(call, &card).await;
                 let rest: Vec<Prepared> = calls[done + 1..]
                     .iter()
-                    .map(|call| tool_result(call, INTERRUPTED.into(), true))
+                    .map(|call| {
+                        tool_result(call, INTERRUPTED.into(), true, &self.describe_call(call))
+                    })
                     .collect();
                 self.emitter.change(|shared| {
                     for entry in rest {
@@ -83,7 +87,7 @@ impl TurnContext {
             if !outcome.images.is_empty() {
                 images.push((call.clone(), std::mem::take(&mut outcome.images)));
             }
-            let entry = tool_result(call, outcome.output.clone(), outcome.is_error);
+            let entry = tool_result(call, outcome.output.clone(), outcome.is_error, &card);
             self.emit_with(|shared| {
                 self.track.store(shared).append(entry);
                 let event = Event::ToolOutput {
@@ -110,7 +114,7 @@ impl TurnContext {
     /// The interrupt stopped `call` after its `tool_start`: its approval request (if it
     /// was waiting for one) and its tool card are closed, in that order, and the model
     /// reads that it was interrupted.
-    async fn close_interrupted(&self, call: &ToolCall) {
+    async fn close_interrupted(&self, call: &ToolCall, card: &CallCard) {
         self.emit_with(|shared| {
             let resolved = shared
                 .take_approval(&call.id)
@@ -121,7 +125,7 @@ impl TurnContext {
             (resolved, ())
         })
         .await;
-        let entry = tool_result(call, INTERRUPTED.into(), true);
+        let entry = tool_result(call, INTERRUPTED.into(), true, card);
         self.emit_with(|shared| {
             self.track.store(shared).append(entry);
             let event = Event::ToolOutput {
@@ -427,6 +431,7 @@ impl TurnContext {
                 call,
                 "propose_plan needs a non-empty `title` and `markdown`; call it again with the complete plan.".into(),
                 true,
+                &CallCard::default(),
             );
             self.emitter.change(|shared| shared.store.append(entry));
             return false;
@@ -436,6 +441,7 @@ impl TurnContext {
             "The plan was delivered to the user for review. Stop here and wait for their decision."
                 .into(),
             false,
+            &CallCard::default(),
         );
         let plan = Prepared::counted(
             EntryBody::Plan {
@@ -491,12 +497,23 @@ fn approval_mark(call: &ToolCall, mark: ApprovalMark) -> Prepared {
 }
 
 /// The store entry of one call's result.
-pub(in crate::engine) fn tool_result(call: &ToolCall, output: String, is_error: bool) -> Prepared {
+pub(in crate::engine) fn tool_result(
+    call: &ToolCall,
+    output: String,
+    is_error: bool,
+    card: &CallCard,
+) -> Prepared {
+    // What a history shows of the call; a status line's words are for the moment.
+    let card = CallCard {
+        activity: None,
+        ..card.clone()
+    };
     Prepared::new(EntryBody::ToolResult(Message::Tool {
         call_id: call.id.clone(),
         name: call.name.clone(),
         output,
         is_error,
+        card,
     }))
 }
 

@@ -26,6 +26,8 @@ use super::{ClientKind, address, assessment, check_scheme, client, cut_at, descr
 use crate::config::WebFetchConfig;
 use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::{DescribeCall, string_arg};
+use crate::protocol::{CallCard, CallKind};
 use crate::tools::args::Args;
 
 const NAME: &str = "web_fetch";
@@ -80,6 +82,16 @@ impl WebFetch {
 }
 
 impl Tool for WebFetch {
+    fn describe(&self, args: &Value, _cwd: &std::path::Path) -> CallCard {
+        let url = string_arg(args, "url").unwrap_or_default();
+        CallCard::of(
+            CallKind::Fetch,
+            format!("Fetch {url}"),
+            None,
+            format!("Fetching {url}"),
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

@@ -21,6 +21,8 @@ use crate::config::web::MAX_COUNT;
 use crate::config::{SearchBackend, WebSearchConfig};
 use crate::engine::ports::model::ToolSpec;
 use crate::engine::{Assessment, Tool, ToolContext, ToolOutput};
+use crate::engine::{DescribeCall, string_arg};
+use crate::protocol::{CallCard, CallKind};
 use crate::tools::args::Args;
 
 const NAME: &str = "web_search";
@@ -68,6 +70,16 @@ struct Query {
 }
 
 impl Tool for WebSearch {
+    fn describe(&self, args: &Value, _cwd: &std::path::Path) -> CallCard {
+        let query = string_arg(args, "query").unwrap_or_default();
+        CallCard::of(
+            CallKind::Fetch,
+            format!("Search the web for {query:?}"),
+            None,
+            format!("Searching the web for {query}"),
+        )
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: NAME.to_owned(),

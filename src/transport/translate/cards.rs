@@ -1,15 +1,15 @@
-//! What a tool card shows: its kind, title, locations and content, from the tool's name
-//! and arguments (`tool_start.arguments`). The engine's tool names are the serve
-//! protocol's (`docs/serve-protocol.md`, Tools); anything else (MCP tools, tools added
-//! later) is `other` with its name as the title.
-
-use std::path::Path;
+//! What a tool card shows: its kind, title, locations and content. The tool says what its
+//! call is (`tool_start`'s `title`, `kind`, `path`, `line`: each tool describes its own
+//! calls); a card adds the diff an edit will make, when the arguments carry one. A call
+//! described by nothing (a history replayed from an older session) is `other`, titled
+//! by its tool's name.
 
 use serde_json::Value;
 
 use super::updates::{
     ContentBlock, Location, ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus,
 };
+use crate::protocol::{CallCard, CallKind};
 
 /// The parts of a card known when the call starts.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,155 +23,25 @@ pub struct Card {
     pub arguments: Option<Value>,
 }
 
-/// The card of a call of `name` with `arguments`, paths resolved against `cwd`.
-pub fn card(name: &str, arguments: Option<&Value>, cwd: &str) -> Card {
-    let field = |key: &str| {
-        arguments
-            .and_then(|args| args.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let path = field("path").map(|path| absolute(cwd, &path));
-    let at = |path: &Option<String>| {
-        path.iter()
-            .map(|path| Location {
-                path: path.clone(),
-                line: None,
-            })
-            .collect::<Vec<_>>()
-    };
-    let shown = |path: &Option<String>| path.clone().unwrap_or_default();
-    let (kind, title, locations, preview) = match name {
-        "read_file" => {
-            let line = arguments
-                .and_then(|args| args.get("offset"))
-                .and_then(Value::as_u64)
-                .and_then(|line| u32::try_from(line).ok());
-            let locations = path
-                .iter()
-                .map(|path| Location {
-                    path: path.clone(),
-                    line,
-                })
-                .collect();
-            (
-                ToolKind::Read,
-                format!("Read {}", shown(&path)),
-                locations,
-                vec![],
-            )
-        }
-        "list_dir" => (
-            ToolKind::Search,
-            format!("List {}", shown(&path)),
-            at(&path),
-            vec![],
-        ),
-        "grep" => {
-            let pattern = field("pattern").unwrap_or_default();
-            let within = path.clone().unwrap_or_else(|| cwd.to_owned());
-            (
-                ToolKind::Search,
-                format!("Search {pattern:?} in {within}"),
-                vec![],
-                vec![],
-            )
-        }
-        "bash" => {
-            let command = field("command").unwrap_or_default();
-            (shell_kind(&command), command, vec![], vec![])
-        }
-        "write_file" => {
-            let preview = path
-                .iter()
-                .map(|path| ToolCallContent::Diff {
-                    path: path.clone(),
-                    old_text: None,
-                    new_text: field("content").unwrap_or_default(),
-                })
-                .collect();
-            (
-                ToolKind::Edit,
-                format!("Write {}", shown(&path)),
-                at(&path),
-                preview,
-            )
-        }
-        "edit_file" => {
-            let preview = path
-                .iter()
-                .map(|path| ToolCallContent::Diff {
-                    path: path.clone(),
-                    old_text: field("old_string"),
-                    new_text: field("new_string").unwrap_or_default(),
-                })
-                .collect();
-            (
-                ToolKind::Edit,
-                format!("Edit {}", shown(&path)),
-                at(&path),
-                preview,
-            )
-        }
-        "web_fetch" => (
-            ToolKind::Fetch,
-            format!("Fetch {}", field("url").unwrap_or_default()),
-            vec![],
-            vec![],
-        ),
-        "web_search" => (
-            ToolKind::Fetch,
-            format!(
-                "Search the web for {:?}",
-                field("query").unwrap_or_default()
-            ),
-            vec![],
-            vec![],
-        ),
-        // The engine's own tools: work on the session's plan and agents, not the machine.
-        "spawn_agent" => (
-            ToolKind::Think,
-            format!("Subagent {}", field("task_name").unwrap_or_default()),
-            vec![],
-            vec![],
-        ),
-        "wait_agents" => (
-            ToolKind::Think,
-            "Wait for subagents".to_owned(),
-            vec![],
-            vec![],
-        ),
-        "message_agent" => (
-            ToolKind::Think,
-            format!("Message {}", field("agent_id").unwrap_or_default()),
-            vec![],
-            vec![],
-        ),
-        "close_agent" => (
-            ToolKind::Think,
-            format!("Close {}", field("agent_id").unwrap_or_default()),
-            vec![],
-            vec![],
-        ),
-        "update_plan" => (
-            ToolKind::Think,
-            "Update the plan".to_owned(),
-            vec![],
-            vec![],
-        ),
-        "update_goal" => (
-            ToolKind::Think,
-            "Update the goal".to_owned(),
-            vec![],
-            vec![],
-        ),
-        _ => (ToolKind::Other, name.to_owned(), vec![], vec![]),
-    };
-    // Without its arguments (a replayed history keeps only name and result) a title
-    // such as "Read " says less than the tool's name.
-    let title = match arguments {
-        Some(_) if !title.trim().is_empty() => title.trim().to_owned(),
-        _ => name.to_owned(),
+/// The card of a call of `name` with `arguments`, as its tool described it (`told`).
+pub fn card(name: &str, arguments: Option<&Value>, told: &CallCard) -> Card {
+    let kind = told.kind.map_or(ToolKind::Other, kind_of);
+    let title = told
+        .title
+        .clone()
+        .filter(|title| !title.is_empty())
+        .unwrap_or_else(|| name.to_owned());
+    let locations = told
+        .path
+        .iter()
+        .map(|path| Location {
+            path: path.clone(),
+            line: told.line,
+        })
+        .collect();
+    let preview = match (&told.path, told.kind) {
+        (Some(path), Some(CallKind::Edit)) => diff_preview(path, arguments),
+        _ => Vec::new(),
     };
     Card {
         name: name.to_owned(),
@@ -183,22 +53,43 @@ pub fn card(name: &str, arguments: Option<&Value>, cwd: &str) -> Card {
     }
 }
 
-/// `rm` and `mv` as the whole command are deletes and moves; any other command (also
-/// one that merely contains them) executes.
-fn shell_kind(command: &str) -> ToolKind {
-    let simple = !command.contains(['|', ';', '&', '>', '<', '`', '$', '\n']);
-    match command.split_whitespace().next() {
-        Some("rm" | "rmdir") if simple => ToolKind::Delete,
-        Some("mv") if simple => ToolKind::Move,
-        _ => ToolKind::Execute,
-    }
+/// An edit's diff, from the arguments the file tools take: a whole new `content`, or
+/// `old_string` replaced by `new_string`.
+fn diff_preview(path: &str, arguments: Option<&Value>) -> Vec<ToolCallContent> {
+    let field = |key: &str| {
+        arguments
+            .and_then(|args| args.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let diff = match (field("content"), field("new_string")) {
+        (Some(content), _) => ToolCallContent::Diff {
+            path: path.to_owned(),
+            old_text: None,
+            new_text: content,
+        },
+        (None, Some(new_text)) => ToolCallContent::Diff {
+            path: path.to_owned(),
+            old_text: field("old_string"),
+            new_text,
+        },
+        (None, None) => return Vec::new(),
+    };
+    vec![diff]
 }
 
-fn absolute(cwd: &str, path: &str) -> String {
-    if Path::new(path).is_absolute() || path.starts_with('~') {
-        path.to_owned()
-    } else {
-        Path::new(cwd).join(path).display().to_string()
+/// The protocol's kind as ACP's (the dashboards' four words come from it in turn).
+fn kind_of(kind: CallKind) -> ToolKind {
+    match kind {
+        CallKind::Read => ToolKind::Read,
+        CallKind::Edit => ToolKind::Edit,
+        CallKind::Delete => ToolKind::Delete,
+        CallKind::Move => ToolKind::Move,
+        CallKind::Search => ToolKind::Search,
+        CallKind::Execute => ToolKind::Execute,
+        CallKind::Think => ToolKind::Think,
+        CallKind::Fetch => ToolKind::Fetch,
+        CallKind::Other => ToolKind::Other,
     }
 }
 
@@ -252,27 +143,30 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn kinds_titles_and_locations() {
-        let read = card(
-            "read_file",
-            Some(&json!({"path": "src/a.rs", "offset": 3})),
-            "/p",
+    fn cards_are_what_the_tool_told() {
+        let told = CallCard {
+            title: Some("Edit /x".into()),
+            kind: Some(CallKind::Edit),
+            path: Some("/x".into()),
+            line: Some(3),
+            activity: None,
+        };
+        let edit = card(
+            "edit_file",
+            Some(&json!({"path": "x", "old_string": "a", "new_string": "b"})),
+            &told,
         );
-        assert_eq!(read.kind, ToolKind::Read);
-        assert_eq!(read.title, "Read /p/src/a.rs");
         assert_eq!(
-            read.locations,
+            (edit.kind, edit.title.as_str()),
+            (ToolKind::Edit, "Edit /x")
+        );
+        assert_eq!(
+            edit.locations,
             vec![Location {
-                path: "/p/src/a.rs".into(),
+                path: "/x".into(),
                 line: Some(3)
             }]
         );
-        let edit = card(
-            "edit_file",
-            Some(&json!({"path": "/x", "old_string": "a", "new_string": "b"})),
-            "/p",
-        );
-        assert_eq!(edit.kind, ToolKind::Edit);
         assert_eq!(
             edit.preview,
             vec![ToolCallContent::Diff {
@@ -281,41 +175,24 @@ mod tests {
                 new_text: "b".into()
             }]
         );
+        let written = card("w", Some(&json!({"content": "new"})), &told);
         assert_eq!(
-            card("bash", Some(&json!({"command": "rm -rf build"})), "/p").kind,
-            ToolKind::Delete
+            written.preview,
+            vec![ToolCallContent::Diff {
+                path: "/x".into(),
+                old_text: None,
+                new_text: "new".into()
+            }]
         );
-        assert_eq!(
-            card("bash", Some(&json!({"command": "mv a b"})), "/p").kind,
-            ToolKind::Move
-        );
-        assert_eq!(
-            card("bash", Some(&json!({"command": "rm a && make"})), "/p").kind,
-            ToolKind::Execute
-        );
-        assert_eq!(card("grep", None, "/p").kind, ToolKind::Search);
-        let mcp = card("mcp__fs__read", None, "/p");
-        assert_eq!(
-            (mcp.kind, mcp.title.as_str()),
-            (ToolKind::Other, "mcp__fs__read")
-        );
-        let fetch = card(
-            "web_fetch",
-            Some(&json!({"url": "https://a.example/"})),
-            "/p",
+        // Nothing told: the tool's name, `other`, no preview.
+        let bare = card(
+            "mcp__fs__read",
+            Some(&json!({"content": "x"})),
+            &CallCard::default(),
         );
         assert_eq!(
-            (fetch.kind, fetch.title.as_str()),
-            (ToolKind::Fetch, "Fetch https://a.example/")
-        );
-        let spawn = card(
-            "spawn_agent",
-            Some(&json!({"task_name": "tests", "prompt": "run them"})),
-            "/p",
-        );
-        assert_eq!(
-            (spawn.kind, spawn.title.as_str()),
-            (ToolKind::Think, "Subagent tests")
+            (bare.kind, bare.title.as_str(), bare.preview.len()),
+            (ToolKind::Other, "mcp__fs__read", 0)
         );
     }
 }

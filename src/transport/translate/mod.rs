@@ -276,10 +276,11 @@ impl Translator {
                 call_id,
                 name,
                 arguments,
+                card: told,
             } => {
                 // Text after a tool call is a new message.
                 self.message = None;
-                let mut card = cards::card(name, arguments.as_ref(), &self.cwd);
+                let mut card = cards::card(name, arguments.as_ref(), told);
                 if self.dialect == Dialect::Dashboard {
                     card.kind = card.kind.for_dashboard();
                 }

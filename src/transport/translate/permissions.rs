@@ -14,7 +14,7 @@ impl Translator {
     ) -> PermissionAsk {
         let card = match self.cards.get(call_id) {
             Some(open) => open.card.clone(),
-            None => cards::card(name, None, &self.cwd),
+            None => cards::card(name, None, &crate::protocol::CallCard::default()),
         };
         let mut content = card.preview.clone();
         if content.is_empty()

@@ -32,8 +32,9 @@ pub(super) fn item(session: &mut Translator, item: &TranscriptItem) -> Vec<Sessi
             name,
             output,
             is_error,
+            card: told,
         } => {
-            let mut card = cards::card(name, None, &session.cwd);
+            let mut card = cards::card(name, None, told);
             if session.dialect == Dialect::Dashboard {
                 card.kind = card.kind.for_dashboard();
             }

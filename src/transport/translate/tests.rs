@@ -5,6 +5,14 @@ use serde_json::{Value, json};
 use super::*;
 use crate::protocol::UserMessageEvent;
 
+/// What the real tool says of a call of `name` with `args` (in `/p`).
+fn told(name: &str, args: &serde_json::Value) -> crate::protocol::CallCard {
+    let mut tools = crate::engine::ToolRegistry::new();
+    crate::tools::register_all(&mut tools);
+    let tool = tools.get(name).expect("a built-in tool");
+    tool.describe(args, std::path::Path::new("/p"))
+}
+
 fn startup() -> Event {
     Event::Startup {
         version: "0".into(),
@@ -57,6 +65,7 @@ fn turn() -> Vec<Event> {
             call_id: "c1".into(),
             name: "bash".into(),
             arguments: Some(json!({"command": "ls"})),
+            card: told("bash", &json!({"command": "ls"})),
         },
         Event::ToolUpdate {
             call_id: "c1".into(),
@@ -227,6 +236,10 @@ fn approvals_ask_and_close_and_an_ended_session_closes_everything() {
         call_id: "c1".into(),
         name: "edit_file".into(),
         arguments: Some(json!({"path": "a.rs", "old_string": "x", "new_string": "y"})),
+        card: told(
+            "edit_file",
+            &json!({"path": "a.rs", "old_string": "x", "new_string": "y"}),
+        ),
     });
     let asked = translator.handle(&Event::ApprovalRequest {
         call_id: "c1".into(),
@@ -286,6 +299,7 @@ fn a_transcript_is_replayed_once() {
                 name: "read_file".into(),
                 output: "1\tx".into(),
                 is_error: false,
+                card: Default::default(),
             },
         ],
     };
@@ -333,6 +347,7 @@ fn a_dashboard_reads_every_result_as_chunks_and_a_failed_turn_as_refusal() {
             call_id: "r1".into(),
             name: "read_file".into(),
             arguments: Some(json!({"path": "a.rs"})),
+            card: told("read_file", &json!({"path": "a.rs"})),
         },
         Event::ToolOutput {
             call_id: "r1".into(),
@@ -344,6 +359,7 @@ fn a_dashboard_reads_every_result_as_chunks_and_a_failed_turn_as_refusal() {
             call_id: "w1".into(),
             name: "write_file".into(),
             arguments: Some(json!({"path": "b.rs", "content": ""})),
+            card: told("write_file", &json!({"path": "b.rs", "content": ""})),
         },
         Event::ToolOutput {
             call_id: "w1".into(),

@@ -253,11 +253,13 @@ fn transcript_item(body: &EntryBody) -> Option<TranscriptItem> {
             name,
             output,
             is_error,
+            card,
         }) => TranscriptItem::Tool {
             call_id: call_id.clone(),
             name: name.clone(),
             output: output.clone(),
             is_error: *is_error,
+            card: card.clone(),
         },
         EntryBody::Plan {
             id,

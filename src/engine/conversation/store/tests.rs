@@ -56,6 +56,7 @@ fn result(id: &str) -> Prepared {
             name: "read_file".into(),
             output: "x".into(),
             is_error: false,
+            card: Default::default(),
         }),
         3,
     )
