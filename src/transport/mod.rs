@@ -20,6 +20,7 @@ pub mod daemon_cli;
 pub mod headless;
 pub mod jsonrpc;
 pub mod link;
+pub mod peer;
 pub mod remote;
 pub mod shim;
 pub mod stdio;

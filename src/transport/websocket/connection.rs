@@ -4,7 +4,7 @@
 //! Like `acp`, one task owns the connection's state; requests that change a session
 //! are answered when the `sync` barrier comes back (see `acp::session`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -22,7 +22,8 @@ use super::methods::{
 use super::outbox::{Outbox, read_failure};
 use crate::protocol::{ApprovalMode, Op, UserInput};
 use crate::transport::jsonrpc::{self, Message as Rpc, RpcError, RpcId};
-use crate::transport::link::{Backend, Incoming, Link, LinkEvent, Target};
+use crate::transport::link::{Backend, Incoming, LinkEvent, Target};
+use crate::transport::peer::{Outgoing, PeerSession};
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
 use crate::transport::translate::{self, Dialect, Output, Translator};
 
@@ -55,15 +56,12 @@ enum Barrier {
     SetMode(RpcId),
 }
 
+/// One session of this connection: the peer's core, plus what this dialect adds.
 struct Session {
-    link: Link,
-    tr: Translator,
+    peer: PeerSession<Barrier>,
     pending: Option<(RpcId, Kind)>,
-    barriers: VecDeque<Barrier>,
-    permissions: HashMap<String, i64>,
-    closing: Option<RpcId>,
+    /// A new session's updates, held until its answer is out.
     held: Vec<SessionUpdate>,
-    held_asks: Vec<(String, PermissionAsk)>,
     cancelling: bool,
 }
 
@@ -73,8 +71,8 @@ struct Dashboard {
     sessions: HashMap<String, Session>,
     opening: HashMap<u64, (RpcId, Kind)>,
     next_tag: u64,
-    outgoing: HashMap<i64, Option<(String, String)>>,
-    next_request: i64,
+    /// Permission requests sent: (session, call id).
+    outgoing: Outgoing<(String, String)>,
     events_tx: mpsc::Sender<LinkEvent>,
     internal_tx: mpsc::Sender<Internal>,
     /// Served by `jucode serve --server-config`: only this session (see `pinned_to`).
@@ -99,8 +97,7 @@ pub async fn run(
         sessions: HashMap::new(),
         opening: HashMap::new(),
         next_tag: 0,
-        outgoing: HashMap::new(),
-        next_request: 0,
+        outgoing: Outgoing::default(),
         events_tx,
         internal_tx,
         pinned,
@@ -288,8 +285,8 @@ impl Dashboard {
             Method::Close => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
-                session.closing = Some(id.clone());
-                session.link.close_session().await;
+                session.peer.closing = Some(id.clone());
+                session.peer.link.close_session().await;
             }
             Method::SetMode => {
                 let params: SetMode = jsonrpc::params(params)?;
@@ -297,8 +294,11 @@ impl Dashboard {
                     RpcError::invalid_params(format!("unknown mode: {}", params.mode_id))
                 })?;
                 let session = self.session_mut(&params.session_id)?;
-                session.link.send(Op::SetApprovalMode { mode }).await;
-                barrier(session, Barrier::SetMode(id.clone())).await;
+                session.peer.link.send(Op::SetApprovalMode { mode }).await;
+                session
+                    .peer
+                    .barrier(Barrier::SetMode(id.clone()), false)
+                    .await;
             }
         }
         Ok(())
@@ -342,10 +342,10 @@ impl Dashboard {
         let Some(session) = self.sessions.get_mut(name) else {
             return;
         };
-        let idle = !session.tr.running();
+        let idle = !session.peer.tr.running();
         session.cancelling = !idle;
         // Also when idle: subagents left running in the background stop.
-        session.link.send(Op::Interrupt { index: None }).await;
+        session.peer.link.send(Op::Interrupt { index: None }).await;
         if idle {
             // No turn end will say it: the session is idle, as after a cancelled turn.
             self.update(name, &Translator::idle_cancelled());
@@ -353,20 +353,17 @@ impl Dashboard {
     }
 
     async fn on_response(&mut self, id: &RpcId, result: Result<Value, RpcError>) {
-        let Some(Some((name, call_id))) = id.as_i64().and_then(|id| self.outgoing.remove(&id))
-        else {
+        let Some((name, call_id)) = self.outgoing.answered(id) else {
             return;
         };
         let Some(session) = self.sessions.get_mut(&name) else {
             return;
         };
-        session.permissions.remove(&call_id);
-        let outcome = result.ok();
-        if let Some(op) =
-            translate::permission_answer(&call_id, outcome.as_ref(), session.cancelling)
-        {
-            session.link.send(op).await;
-        }
+        let cancelling = session.cancelling;
+        session
+            .peer
+            .permission_answered(&call_id, result.ok().as_ref(), cancelling)
+            .await;
     }
 
     async fn on_internal(&mut self, done: Internal) {
@@ -408,7 +405,7 @@ impl Dashboard {
                 Ok(input) => match self.sessions.get_mut(&session) {
                     Some(state) => {
                         state.cancelling = false;
-                        state.link.send(Op::UserMessage(input)).await;
+                        state.peer.link.send(Op::UserMessage(input)).await;
                         self.reply(&id, Ok(json!({})));
                     }
                     None => self.reply(&id, Err(RpcError::unknown_session(&session))),
@@ -425,31 +422,26 @@ impl Dashboard {
                 let Some((id, kind)) = self.opening.remove(&tag) else {
                     return;
                 };
-                let mut tr = Translator::new(Dialect::Dashboard);
-                tr.replay_next_transcript = kind == Kind::Attach;
+                let mut peer = PeerSession::new(link, Dialect::Dashboard);
+                peer.tr.replay_next_transcript = kind == Kind::Attach;
                 let mut session = Session {
-                    link,
-                    tr,
+                    peer,
                     pending: Some((id, kind)),
-                    barriers: VecDeque::new(),
-                    permissions: HashMap::new(),
-                    closing: None,
                     held: Vec::new(),
-                    held_asks: Vec::new(),
                     cancelling: false,
                 };
                 // The link's ops are written by a task of its own, so this wait is
                 // for room in its bounded queue only.
-                barrier(&mut session, Barrier::Ready).await;
+                session.peer.barrier(Barrier::Ready, true).await;
                 self.sessions.insert(name, session);
             }
             Incoming::Event(event) => {
                 let Some(mut session) = self.sessions.remove(&name) else {
                     return;
                 };
-                for output in session.tr.handle(&event) {
+                for output in session.peer.tr.handle(&event) {
                     if let Output::Op(op) = output {
-                        session.link.send(op).await;
+                        session.peer.link.send(op).await;
                         continue;
                     }
                     self.apply(&name, &mut session, output);
@@ -460,7 +452,7 @@ impl Dashboard {
                 let Some(mut session) = self.sessions.remove(&name) else {
                     return;
                 };
-                for output in session.tr.end(&why) {
+                for output in session.peer.tr.end(&why) {
                     self.apply(&name, &mut session, output);
                 }
                 if let Some((id, _)) = session.pending.take() {
@@ -469,7 +461,7 @@ impl Dashboard {
                         Err(RpcError::new(jsonrpc::RESOURCE_NOT_FOUND, why.clone())),
                     );
                 }
-                for barrier in session.barriers.drain(..) {
+                for barrier in session.peer.take_barriers() {
                     if let Barrier::SetMode(id) = barrier {
                         self.reply(
                             &id,
@@ -477,10 +469,10 @@ impl Dashboard {
                         );
                     }
                 }
-                for (_, request) in session.permissions.drain() {
+                for (_, request) in session.peer.permissions.drain() {
                     self.withdraw(request);
                 }
-                if let Some(id) = session.closing.take() {
+                if let Some(id) = session.peer.closing.take() {
                     self.reply(&id, Ok(json!({})));
                 }
             }
@@ -488,7 +480,7 @@ impl Dashboard {
     }
 
     fn withdraw(&mut self, request: i64) {
-        self.outgoing.insert(request, None);
+        self.outgoing.withdraw(request);
         let params = CancelRequestParams {
             request_id: request,
         };
@@ -497,15 +489,12 @@ impl Dashboard {
     }
 
     fn ask(&mut self, name: &str, session: &mut Session, call_id: String, ask: PermissionAsk) {
-        let request = self.next_request;
-        self.next_request += 1;
+        let request = self.outgoing.ask((name.to_owned(), call_id.clone()));
         let params = PermissionRequest {
             session_id: name,
             ask: &ask,
         };
-        self.outgoing
-            .insert(request, Some((name.to_owned(), call_id.clone())));
-        session.permissions.insert(call_id, request);
+        session.peer.permissions.insert(call_id, request);
         self.out.push(jsonrpc::request(
             &RpcId::number(request),
             "session/request_permission",
@@ -523,44 +512,43 @@ impl Dashboard {
             },
             Output::Ask { call_id, ask } => {
                 if session.pending.is_some() {
-                    session.held_asks.push((call_id, ask));
+                    session.peer.held_asks.push((call_id, ask));
                 } else {
                     self.ask(name, session, call_id, ask);
                 }
             }
             Output::Closed { call_id, .. } => {
-                session.held_asks.retain(|(held, _)| *held != call_id);
-                if let Some(request) = session.permissions.remove(&call_id) {
+                session.peer.held_asks.retain(|(held, _)| *held != call_id);
+                if let Some(request) = session.peer.permissions.remove(&call_id) {
                     self.withdraw(request);
                 }
             }
             Output::Ended(_) => session.cancelling = false,
-            Output::Synced(token) if token != BARRIER_TOKEN => {}
-            Output::Synced(_) => match session.barriers.pop_front() {
+            Output::Synced(token) => match session.peer.passed(&token) {
                 Some(Barrier::Ready) => {
                     let Some((id, _)) = session.pending.take() else {
                         return;
                     };
                     // What the session is doing as it is opened: a client showing it needs
                     // this before its next `state_update`, which may be long in coming.
-                    let state = if !session.tr.open_approvals().is_empty() {
+                    let state = if !session.peer.tr.open_approvals().is_empty() {
                         OpenState::RequiresAction
-                    } else if session.tr.running() {
+                    } else if session.peer.tr.running() {
                         OpenState::Running
                     } else {
                         OpenState::Idle
                     };
                     let opened = Opened {
                         session_id: name.to_owned(),
-                        modes: translate::modes(session.tr.mode),
-                        config_options: translate::config_options(&session.tr),
+                        modes: translate::modes(session.peer.tr.mode),
+                        config_options: translate::config_options(&session.peer.tr),
                         state,
                     };
                     self.reply(&id, Ok(json!(opened)));
                     for update in std::mem::take(&mut session.held) {
                         self.update(name, &update);
                     }
-                    for (call_id, ask) in std::mem::take(&mut session.held_asks) {
+                    for (call_id, ask) in std::mem::take(&mut session.peer.held_asks) {
                         self.ask(name, session, call_id, ask);
                     }
                 }
@@ -575,21 +563,3 @@ impl Dashboard {
         }
     }
 }
-
-/// Answered, in order, once the session has handled every op sent before (see
-/// `acp::session`); opening first asks for the model list, for the config options.
-async fn barrier(session: &mut Session, barrier: Barrier) {
-    if matches!(barrier, Barrier::Ready) {
-        session.link.send(Op::ListModels).await;
-    }
-    session.barriers.push_back(barrier);
-    session
-        .link
-        .send(Op::Sync {
-            token: BARRIER_TOKEN.to_owned(),
-        })
-        .await;
-}
-
-/// The `sync` token of every barrier.
-const BARRIER_TOKEN: &str = "barrier";

@@ -1,0 +1,128 @@
+//! What `jucode acp` and the WebSocket server share: a JSON-RPC peer driving
+//! serve-protocol sessions. Each of its sessions is a [`PeerSession`] (the link, the
+//! translator, the requests waiting for the session to catch up, the open permission
+//! requests), and the requests the peer sends its client are an [`Outgoing`] table.
+//! Only framing and what truly differs between the two dialects stays in `acp/` and
+//! `websocket/`.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::Value;
+
+use super::jsonrpc::RpcId;
+use super::link::Link;
+use super::translate::updates::PermissionAsk;
+use super::translate::{self, Dialect, Translator};
+use crate::protocol::Op;
+
+/// The `sync` token of every barrier: they are answered in order, so one serves all.
+const BARRIER_TOKEN: &str = "barrier";
+
+/// One session of a peer: `B` is what its dialect answers once the session has handled
+/// the ops sent before it (an open, a mode change ...).
+pub struct PeerSession<B> {
+    pub link: Link,
+    pub tr: Translator,
+    barriers: VecDeque<B>,
+    /// Open permission requests: call id → the request's id.
+    pub permissions: HashMap<String, i64>,
+    /// Permission requests held back until the open is answered.
+    pub held_asks: Vec<(String, PermissionAsk)>,
+    /// A `session/close` waiting for the session to end.
+    pub closing: Option<RpcId>,
+}
+
+impl<B> PeerSession<B> {
+    pub fn new(link: Link, dialect: Dialect) -> Self {
+        Self {
+            link,
+            tr: Translator::new(dialect),
+            barriers: VecDeque::new(),
+            permissions: HashMap::new(),
+            held_asks: Vec::new(),
+            closing: None,
+        }
+    }
+
+    /// Answers `barrier` once the session has handled every op sent so far (a `sync`,
+    /// whose `synced` comes back to this link only, after everything those ops caused).
+    /// `with_models` first asks for the model list (`list_models`), which an open's
+    /// answer carries as config options.
+    pub async fn barrier(&mut self, barrier: B, with_models: bool) {
+        if with_models {
+            self.link.send(Op::ListModels).await;
+        }
+        self.barriers.push_back(barrier);
+        self.link
+            .send(Op::Sync {
+                token: BARRIER_TOKEN.to_owned(),
+            })
+            .await;
+    }
+
+    /// The barrier a `synced` with `token` answers, if it is one of ours.
+    pub fn passed(&mut self, token: &str) -> Option<B> {
+        (token == BARRIER_TOKEN)
+            .then(|| self.barriers.pop_front())
+            .flatten()
+    }
+
+    /// Every barrier still waiting (the session ended before answering them).
+    pub fn take_barriers(&mut self) -> Vec<B> {
+        self.barriers.drain(..).collect()
+    }
+
+    /// The client answered the permission request of `call_id` (`outcome`: its result,
+    /// `None` when it answered with an error): the session gets the approval it means.
+    /// `cancelling`: the client cancelled the turn, so an unanswered request denies
+    /// nothing (the interrupt closes it).
+    pub async fn permission_answered(
+        &mut self,
+        call_id: &str,
+        outcome: Option<&Value>,
+        cancelling: bool,
+    ) {
+        self.permissions.remove(call_id);
+        if let Some(op) = translate::permission_answer(call_id, outcome, cancelling) {
+            self.link.send(op).await;
+        }
+    }
+}
+
+/// The requests a peer sent its client, by id, with what each is for; a withdrawn
+/// request's late answer is dropped.
+pub struct Outgoing<T> {
+    next: i64,
+    open: HashMap<i64, Option<T>>,
+}
+
+impl<T> Default for Outgoing<T> {
+    fn default() -> Self {
+        Self {
+            next: 0,
+            open: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Outgoing<T> {
+    /// A new request's id, for `what`.
+    pub fn ask(&mut self, what: T) -> i64 {
+        let id = self.next;
+        self.next += 1;
+        self.open.insert(id, Some(what));
+        id
+    }
+
+    /// Request `id` is no longer asked (`$/cancel_request` went out): its answer, if one
+    /// still comes, is nothing.
+    pub fn withdraw(&mut self, id: i64) {
+        self.open.insert(id, None);
+    }
+
+    /// What the answered request `id` was for; `None` for a withdrawn one or an id we
+    /// never sent.
+    pub fn answered(&mut self, id: &RpcId) -> Option<T> {
+        id.as_i64().and_then(|id| self.open.remove(&id)).flatten()
+    }
+}
