@@ -16,7 +16,6 @@ use super::session::{Barrier, Pending, Prompt, Session};
 use crate::protocol::{ApprovalMode, Frame, Op, SessionInfo, UserInput};
 use crate::transport::jsonrpc::{self, Message, RpcError, RpcId};
 use crate::transport::link::{Backend, LinkEvent, Target};
-use crate::transport::translate;
 use crate::transport::translate::prompt as blocks;
 
 /// The ACP protocol version this agent speaks.
@@ -59,6 +58,7 @@ pub(super) enum OpenKind {
 }
 
 /// A request jucode made of the client, waiting for its answer.
+/// What a request sent to the editor is for.
 pub(super) enum Outgoing {
     Permission {
         session: String,
@@ -71,8 +71,6 @@ pub(super) enum Outgoing {
         method: String,
         call_id: Option<String>,
     },
-    /// Withdrawn with `$/cancel_request`: whatever the client answers is ignored.
-    Withdrawn,
 }
 
 pub(super) struct Connection {
@@ -82,8 +80,7 @@ pub(super) struct Connection {
     pub sessions: HashMap<String, Session>,
     pub opening: HashMap<u64, Opening>,
     next_tag: u64,
-    pub outgoing: HashMap<i64, Outgoing>,
-    next_request: i64,
+    pub outgoing: crate::transport::peer::Outgoing<Outgoing>,
     pub events_tx: mpsc::Sender<LinkEvent>,
     events: Option<mpsc::Receiver<LinkEvent>>,
     pub internal_tx: mpsc::Sender<Internal>,
@@ -102,8 +99,7 @@ impl Connection {
             sessions: HashMap::new(),
             opening: HashMap::new(),
             next_tag: 0,
-            outgoing: HashMap::new(),
-            next_request: 0,
+            outgoing: Default::default(),
             events_tx,
             events: Some(events),
             internal_tx,
@@ -152,9 +148,7 @@ impl Connection {
 
     /// Sends a request to the client; its answer comes back as `outgoing`.
     pub async fn request(&mut self, method: &str, params: Value, outgoing: Outgoing) -> i64 {
-        let id = self.next_request;
-        self.next_request += 1;
-        self.outgoing.insert(id, outgoing);
+        let id = self.outgoing.ask(outgoing);
         self.send(jsonrpc::request(&RpcId::number(id), method, &params))
             .await;
         id
@@ -264,9 +258,9 @@ impl Connection {
                         self.withdraw(request).await;
                     }
                     for op in mcp {
-                        session.link.send(op).await;
+                        session.peer.link.send(op).await;
                     }
-                    session.link.resync().await;
+                    session.peer.link.resync().await;
                     session.barrier(Barrier::Ready).await;
                     self.sessions.insert(params.session_id, session);
                     return Ok(());
@@ -296,8 +290,8 @@ impl Connection {
             Method::Close => {
                 let params: SessionRef = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
-                session.closing = Some(id.clone());
-                session.link.close_session().await;
+                session.peer.closing = Some(id.clone());
+                session.peer.link.close_session().await;
             }
             Method::Prompt => self.prompt(id, params).await?,
             Method::SetMode => {
@@ -306,14 +300,14 @@ impl Connection {
                     RpcError::invalid_params(format!("unknown mode: {}", params.mode_id))
                 })?;
                 let session = self.session_mut(&params.session_id)?;
-                session.link.send(Op::SetApprovalMode { mode }).await;
+                session.peer.link.send(Op::SetApprovalMode { mode }).await;
                 session.barrier(Barrier::SetMode(id.clone())).await;
             }
             Method::SetConfigOption => {
                 let params: SetConfig = jsonrpc::params(params)?;
                 let session = self.session_mut(&params.session_id)?;
                 let op = session.config_op(&params.config_id, &params.value)?;
-                session.link.send(op).await;
+                session.peer.link.send(op).await;
                 session.barrier(Barrier::SetConfig(id.clone())).await;
             }
         }
@@ -372,7 +366,7 @@ impl Connection {
                 ));
             }
             session.prompt = Some(Prompt::command(id.clone()));
-            session.link.send(Op::Command { input: command }).await;
+            session.peer.link.send(Op::Command { input: command }).await;
             session.barrier(Barrier::Command).await;
             return Ok(());
         }
@@ -427,12 +421,11 @@ impl Connection {
     }
 
     async fn on_response(&mut self, id: &RpcId, result: Result<Value, RpcError>) {
-        let Some(outgoing) = id.as_i64().and_then(|id| self.outgoing.remove(&id)) else {
+        let Some(outgoing) = self.outgoing.answered(id) else {
             tracing::debug!(%id, "a response to no request of ours");
             return;
         };
         match outgoing {
-            Outgoing::Withdrawn => {}
             Outgoing::Client {
                 session,
                 id,
@@ -446,13 +439,11 @@ impl Connection {
                 let Some(session) = self.sessions.get_mut(&session) else {
                     return;
                 };
-                session.permissions.remove(&call_id);
                 let cancelling = session.prompt.as_ref().is_some_and(|p| p.cancelled());
-                let outcome = result.ok();
-                let answer = translate::permission_answer(&call_id, outcome.as_ref(), cancelling);
-                if let Some(op) = answer {
-                    session.link.send(op).await;
-                }
+                session
+                    .peer
+                    .permission_answered(&call_id, result.ok().as_ref(), cancelling)
+                    .await;
             }
         }
     }
@@ -510,7 +501,7 @@ impl Connection {
                     Ok(input) => {
                         if let Some(prompt) = state.prompt.as_mut().filter(|p| p.id == id) {
                             prompt.content = Some(input.content.clone());
-                            state.link.send(Op::UserMessage(input)).await;
+                            state.peer.link.send(Op::UserMessage(input)).await;
                         }
                     }
                     Err(message) => {

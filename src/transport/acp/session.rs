@@ -8,19 +8,15 @@
 //! Opening asks for the model list (`list_models`) before its barrier, for the config
 //! options.
 
-use std::collections::{HashMap, VecDeque};
-
 use serde_json::{Value, json};
 
 use super::connection::{Connection, OpenKind, Outgoing};
 use crate::protocol::Op;
 use crate::transport::jsonrpc::{self, RpcError, RpcId};
 use crate::transport::link::{Incoming, Link, LinkEvent};
+use crate::transport::peer::PeerSession;
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate, StopReason};
 use crate::transport::translate::{self, Dialect, Output, Translator};
-
-/// The `sync` token of every barrier (they are answered in order).
-pub(super) const BARRIER_TOKEN: &str = "barrier";
 
 /// The open/load/resume request a session answers once its first events are in.
 pub(super) struct Pending {
@@ -72,34 +68,25 @@ impl Prompt {
     }
 }
 
+/// One session of the editor: the peers' core, plus what ACP adds (the prompt being
+/// answered, the commands held until the open is answered).
 pub(super) struct Session {
-    pub link: Link,
-    pub tr: Translator,
+    pub peer: PeerSession<Barrier>,
     pub pending: Option<Pending>,
-    barriers: VecDeque<Barrier>,
     pub prompt: Option<Prompt>,
-    /// Open permission requests: call id → request id.
-    pub permissions: HashMap<String, i64>,
-    pub closing: Option<RpcId>,
     /// Held back until the open is answered.
     held_commands: Option<SessionUpdate>,
-    held_asks: Vec<(String, PermissionAsk)>,
 }
 
 impl Session {
     pub fn new(link: Link, pending: Pending) -> Self {
-        let mut tr = Translator::new(Dialect::Acp);
-        tr.replay_next_transcript = pending.kind == OpenKind::Load;
+        let mut peer = PeerSession::new(link, Dialect::Acp);
+        peer.tr.replay_next_transcript = pending.kind == OpenKind::Load;
         Self {
-            link,
-            tr,
+            peer,
             pending: Some(pending),
-            barriers: VecDeque::new(),
             prompt: None,
-            permissions: HashMap::new(),
-            closing: None,
             held_commands: None,
-            held_asks: Vec::new(),
         }
     }
 
@@ -107,12 +94,13 @@ impl Session {
     /// `session/resume` of a session already open). Returns the permission requests
     /// to withdraw: the snapshot asks again for what is still open.
     pub fn restart(&mut self, id: RpcId, kind: OpenKind) -> Vec<i64> {
-        self.tr = Translator::new(Dialect::Acp);
-        self.tr.replay_next_transcript = kind == OpenKind::Load;
+        self.peer.tr = Translator::new(Dialect::Acp);
+        self.peer.tr.replay_next_transcript = kind == OpenKind::Load;
         self.pending = Some(Pending { id, kind });
-        self.held_asks.clear();
+        self.peer.held_asks.clear();
         self.held_commands = None;
-        self.permissions
+        self.peer
+            .permissions
             .drain()
             .map(|(_, request)| request)
             .collect()
@@ -121,15 +109,8 @@ impl Session {
     /// Waits for everything sent so far to be handled, then `barrier` is answered.
     /// Barriers are answered in order, so one token serves them all.
     pub async fn barrier(&mut self, barrier: Barrier) {
-        if matches!(barrier, Barrier::Ready) {
-            self.link.send(Op::ListModels).await;
-        }
-        self.barriers.push_back(barrier);
-        self.link
-            .send(Op::Sync {
-                token: BARRIER_TOKEN.to_owned(),
-            })
-            .await;
+        let with_models = matches!(barrier, Barrier::Ready);
+        self.peer.barrier(barrier, with_models).await;
     }
 
     /// The op that sets config option `config` to `value`.
@@ -137,7 +118,7 @@ impl Session {
         let value = value
             .as_str()
             .ok_or_else(|| RpcError::invalid_params("value must be a string"))?;
-        let options = translate::config_options(&self.tr);
+        let options = translate::config_options(&self.peer.tr);
         let option = options
             .iter()
             .find(|option| option.id == config)
@@ -166,17 +147,22 @@ impl Session {
     pub async fn cancel(&mut self) -> Option<RpcId> {
         let prompt = self.prompt.as_mut()?;
         prompt.cancelled = true;
-        if prompt.started || self.tr.running() && prompt.command {
-            self.link.send(Op::Interrupt { index: None }).await;
+        if prompt.started || self.peer.tr.running() && prompt.command {
+            self.peer.link.send(Op::Interrupt { index: None }).await;
             return None;
         }
         let prompt = self.prompt.take()?;
         // Still queued behind another client's turn: take it out of the queue.
         if let Some(content) = &prompt.content
-            && let Some(index) = self.tr.queue.iter().position(|queued| queued == content)
+            && let Some(index) = self
+                .peer
+                .tr
+                .queue
+                .iter()
+                .position(|queued| queued == content)
         {
             let index = i64::try_from(index).ok();
-            self.link.send(Op::Unqueue { index }).await;
+            self.peer.link.send(Op::Unqueue { index }).await;
         }
         Some(prompt.id)
     }
@@ -190,10 +176,10 @@ impl Connection {
                 let serves = self.client.op();
                 if let Some((session, mcp)) = self.adopt(tag, link) {
                     if let Some(op) = serves {
-                        session.link.send(op).await;
+                        session.peer.link.send(op).await;
                     }
                     for op in mcp {
-                        session.link.send(op).await;
+                        session.peer.link.send(op).await;
                     }
                     session.barrier(Barrier::Ready).await;
                 }
@@ -202,7 +188,7 @@ impl Connection {
                 let Some(mut session) = self.sessions.remove(&name) else {
                     return;
                 };
-                for output in session.tr.handle(&ev) {
+                for output in session.peer.tr.handle(&ev) {
                     self.apply(&name, &mut session, output).await;
                 }
                 self.sessions.insert(name, session);
@@ -211,7 +197,7 @@ impl Connection {
                 let Some(mut session) = self.sessions.remove(&name) else {
                     return;
                 };
-                for output in session.tr.end(&why) {
+                for output in session.peer.tr.end(&why) {
                     self.apply(&name, &mut session, output).await;
                 }
                 self.ended(session, &why).await;
@@ -220,7 +206,7 @@ impl Connection {
     }
 
     /// Answers whatever still waited on a session that has ended.
-    async fn ended(&mut self, session: Session, why: &str) {
+    async fn ended(&mut self, mut session: Session, why: &str) {
         let gone = || RpcError::internal(format!("the session ended: {why}"));
         if let Some(pending) = session.pending {
             self.reply(
@@ -237,21 +223,21 @@ impl Connection {
             };
             self.reply(&prompt.id, answer).await;
         }
-        for barrier in session.barriers {
+        for barrier in session.peer.take_barriers() {
             if let Barrier::SetMode(id) | Barrier::SetConfig(id) = barrier {
                 self.reply(&id, Err(gone())).await;
             }
         }
-        for (_, request) in session.permissions {
+        for (_, request) in session.peer.permissions {
             self.withdraw(request).await;
         }
-        if let Some(id) = session.closing {
+        if let Some(id) = session.peer.closing {
             self.reply(&id, Ok(json!({}))).await;
         }
     }
 
     pub(super) async fn withdraw(&mut self, request: i64) {
-        self.outgoing.insert(request, Outgoing::Withdrawn);
+        self.outgoing.withdraw(request);
         self.notify("$/cancel_request", json!({"requestId": request}))
             .await;
     }
@@ -275,14 +261,14 @@ impl Connection {
             }
             Output::Ask { call_id, ask } => {
                 if session.pending.is_some() {
-                    session.held_asks.push((call_id, ask));
+                    session.peer.held_asks.push((call_id, ask));
                 } else {
                     self.ask(name, session, call_id, ask).await;
                 }
             }
             Output::Closed { call_id, .. } => {
-                session.held_asks.retain(|(held, _)| *held != call_id);
-                if let Some(request) = session.permissions.remove(&call_id) {
+                session.peer.held_asks.retain(|(held, _)| *held != call_id);
+                if let Some(request) = session.peer.permissions.remove(&call_id) {
                     self.withdraw(request).await;
                 }
             }
@@ -306,10 +292,13 @@ impl Connection {
                     self.reply(&prompt.id, answer).await;
                 }
             }
-            Output::Synced(token) if token == BARRIER_TOKEN => self.passed(name, session).await,
-            Output::Synced(_) => {}
+            Output::Synced(token) => {
+                if let Some(barrier) = session.peer.passed(&token) {
+                    self.passed(name, session, barrier).await;
+                }
+            }
             Output::Op(op) => {
-                session.link.send(op).await;
+                session.peer.link.send(op).await;
             }
             Output::ClientRequest {
                 id,
@@ -335,7 +324,7 @@ impl Connection {
                     .as_ref()
                     .is_some_and(|prompt| prompt.command && !prompt.started)
                 {
-                    let update = session.tr.reply_update(&text);
+                    let update = session.peer.tr.reply_update(&text);
                     self.update(name, &update).await;
                 } else {
                     tracing::debug!(session = name, text, "session notice");
@@ -345,15 +334,15 @@ impl Connection {
     }
 
     /// A barrier came back: answer what waited for it.
-    async fn passed(&mut self, name: &str, session: &mut Session) {
-        match session.barriers.pop_front() {
-            Some(Barrier::Ready) => {
+    async fn passed(&mut self, name: &str, session: &mut Session, barrier: Barrier) {
+        match barrier {
+            Barrier::Ready => {
                 let Some(pending) = session.pending.take() else {
                     return;
                 };
                 let mut result = json!({
-                    "modes": translate::modes(session.tr.mode),
-                    "configOptions": translate::config_options(&session.tr),
+                    "modes": translate::modes(session.peer.tr.mode),
+                    "configOptions": translate::config_options(&session.peer.tr),
                 });
                 if pending.kind == OpenKind::New {
                     result["sessionId"] = json!(name);
@@ -362,16 +351,16 @@ impl Connection {
                 if let Some(commands) = session.held_commands.take() {
                     self.update(name, &commands).await;
                 }
-                for (call_id, ask) in std::mem::take(&mut session.held_asks) {
+                for (call_id, ask) in std::mem::take(&mut session.peer.held_asks) {
                     self.ask(name, session, call_id, ask).await;
                 }
             }
-            Some(Barrier::SetMode(id)) => self.reply(&id, Ok(json!({}))).await,
-            Some(Barrier::SetConfig(id)) => {
-                let options = translate::config_options(&session.tr);
+            Barrier::SetMode(id) => self.reply(&id, Ok(json!({}))).await,
+            Barrier::SetConfig(id) => {
+                let options = translate::config_options(&session.peer.tr);
                 self.reply(&id, Ok(json!({"configOptions": options}))).await;
             }
-            Some(Barrier::Command) => {
+            Barrier::Command => {
                 if let Some(prompt) = session.prompt.take_if(|p| p.command && !p.started) {
                     let stop = if prompt.cancelled {
                         "cancelled"
@@ -382,7 +371,6 @@ impl Connection {
                         .await;
                 }
             }
-            None => {}
         }
     }
 
@@ -403,7 +391,7 @@ impl Connection {
             && let (Ok(created), Some(call_id)) = (&result, &call_id)
             && let Some(terminal) = created.get("terminalId").and_then(Value::as_str)
         {
-            for output in session.tr.terminal_started(call_id, terminal) {
+            for output in session.peer.tr.terminal_started(call_id, terminal) {
                 self.apply(name, &mut session, output).await;
             }
         }
@@ -412,6 +400,7 @@ impl Connection {
             Err(error) => (None, Some(error.message)),
         };
         session
+            .peer
             .link
             .send(Op::ClientResponse { id, result, error })
             .await;
@@ -442,6 +431,6 @@ impl Connection {
         let request = self
             .request("session/request_permission", params, outgoing)
             .await;
-        session.permissions.insert(call_id, request);
+        session.peer.permissions.insert(call_id, request);
     }
 }
