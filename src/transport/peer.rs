@@ -9,8 +9,10 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
+use tokio::sync::mpsc;
+
 use super::jsonrpc::RpcId;
-use super::link::Link;
+use super::link::{Backend, Link, LinkEvent, Target};
 use super::translate::updates::PermissionAsk;
 use super::translate::{self, Dialect, Translator};
 use crate::protocol::Op;
@@ -124,5 +126,50 @@ impl<T> Outgoing<T> {
     /// never sent.
     pub fn answered(&mut self, id: &RpcId) -> Option<T> {
         id.as_i64().and_then(|id| self.open.remove(&id)).flatten()
+    }
+}
+
+/// Sessions being opened (a new one, an attach, a load), by the tag their link reports
+/// when it comes up, with what waits for each.
+pub struct Openings<T> {
+    next: u64,
+    open: HashMap<u64, T>,
+}
+
+impl<T> Default for Openings<T> {
+    fn default() -> Self {
+        Self {
+            next: 0,
+            open: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Openings<T> {
+    /// Connects `target` through `backend` in a task of its own; its link reports on
+    /// `events` under the tag, and a failure goes to `failures` as `failed(tag, why)`.
+    pub fn start<I: Send + 'static>(
+        &mut self,
+        what: T,
+        backend: &Backend,
+        target: Target,
+        events: mpsc::Sender<LinkEvent>,
+        failures: mpsc::Sender<I>,
+        failed: fn(u64, String) -> I,
+    ) {
+        let tag = self.next;
+        self.next += 1;
+        self.open.insert(tag, what);
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            if let Err(error) = backend.connect(target, events, tag).await {
+                let _ = failures.send(failed(tag, error)).await;
+            }
+        });
+    }
+
+    /// What waited for the session of `tag` (it came up, or failed to).
+    pub fn take(&mut self, tag: u64) -> Option<T> {
+        self.open.remove(&tag)
     }
 }

@@ -78,8 +78,7 @@ pub(super) struct Connection {
     out: mpsc::Sender<Bytes>,
     pub attachments: PathBuf,
     pub sessions: HashMap<String, Session>,
-    pub opening: HashMap<u64, Opening>,
-    next_tag: u64,
+    pub opening: crate::transport::peer::Openings<Opening>,
     pub outgoing: crate::transport::peer::Outgoing<Outgoing>,
     pub events_tx: mpsc::Sender<LinkEvent>,
     events: Option<mpsc::Receiver<LinkEvent>>,
@@ -97,8 +96,7 @@ impl Connection {
             out,
             attachments,
             sessions: HashMap::new(),
-            opening: HashMap::new(),
-            next_tag: 0,
+            opening: Default::default(),
             outgoing: Default::default(),
             events_tx,
             events: Some(events),
@@ -315,24 +313,19 @@ impl Connection {
     }
 
     fn open(&mut self, id: &RpcId, kind: OpenKind, target: Target, mcp: Vec<Op>) {
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        self.opening.insert(
-            tag,
-            Opening {
-                id: id.clone(),
-                kind,
-                mcp,
-            },
+        let opening = Opening {
+            id: id.clone(),
+            kind,
+            mcp,
+        };
+        self.opening.start(
+            opening,
+            &self.backend,
+            target,
+            self.events_tx.clone(),
+            self.internal_tx.clone(),
+            |tag, error| Internal::OpenFailed { tag, error },
         );
-        let backend = self.backend.clone();
-        let events = self.events_tx.clone();
-        let done = self.internal_tx.clone();
-        tokio::spawn(async move {
-            if let Err(error) = backend.connect(target, events, tag).await {
-                let _ = done.send(Internal::OpenFailed { tag, error }).await;
-            }
-        });
     }
 
     pub fn session_mut(&mut self, id: &str) -> Result<&mut Session, RpcError> {
@@ -451,7 +444,7 @@ impl Connection {
     async fn on_internal(&mut self, done: Internal) {
         match done {
             Internal::OpenFailed { tag, error } => {
-                if let Some(opening) = self.opening.remove(&tag) {
+                if let Some(opening) = self.opening.take(tag) {
                     let code = if opening.kind == OpenKind::New {
                         jsonrpc::INTERNAL_ERROR
                     } else {
@@ -521,7 +514,7 @@ impl Connection {
         tag: u64,
         link: crate::transport::link::Link,
     ) -> Option<(&mut Session, Vec<Op>)> {
-        let opening = self.opening.remove(&tag)?;
+        let opening = self.opening.take(tag)?;
         let mcp = opening.mcp;
         let name = link.session.clone();
         let session = Session::new(

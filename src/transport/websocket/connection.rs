@@ -23,7 +23,7 @@ use super::outbox::{Outbox, read_failure};
 use crate::protocol::{ApprovalMode, Op, UserInput};
 use crate::transport::jsonrpc::{self, Message as Rpc, RpcError, RpcId};
 use crate::transport::link::{Backend, Incoming, LinkEvent, Target};
-use crate::transport::peer::{Outgoing, PeerSession};
+use crate::transport::peer::{Openings, Outgoing, PeerSession};
 use crate::transport::translate::updates::{PermissionAsk, SessionUpdate};
 use crate::transport::translate::{self, Dialect, Output, Translator};
 
@@ -69,8 +69,7 @@ struct Dashboard {
     backend: Backend,
     out: Outbox,
     sessions: HashMap<String, Session>,
-    opening: HashMap<u64, (RpcId, Kind)>,
-    next_tag: u64,
+    opening: Openings<(RpcId, Kind)>,
     /// Permission requests sent: (session, call id).
     outgoing: Outgoing<(String, String)>,
     events_tx: mpsc::Sender<LinkEvent>,
@@ -95,8 +94,7 @@ pub async fn run(
         backend,
         out: out.clone(),
         sessions: HashMap::new(),
-        opening: HashMap::new(),
-        next_tag: 0,
+        opening: Openings::default(),
         outgoing: Outgoing::default(),
         events_tx,
         internal_tx,
@@ -323,19 +321,14 @@ impl Dashboard {
     }
 
     fn open(&mut self, id: &RpcId, kind: Kind, target: Target) {
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        self.opening.insert(tag, (id.clone(), kind));
-        let (backend, events, done) = (
-            self.backend.clone(),
+        self.opening.start(
+            (id.clone(), kind),
+            &self.backend,
+            target,
             self.events_tx.clone(),
             self.internal_tx.clone(),
+            |tag, error| Internal::OpenFailed { tag, error },
         );
-        tokio::spawn(async move {
-            if let Err(error) = backend.connect(target, events, tag).await {
-                let _ = done.send(Internal::OpenFailed { tag, error }).await;
-            }
-        });
     }
 
     async fn cancel(&mut self, name: &str) {
@@ -369,7 +362,7 @@ impl Dashboard {
     async fn on_internal(&mut self, done: Internal) {
         match done {
             Internal::OpenFailed { tag, error } => {
-                if let Some((id, _)) = self.opening.remove(&tag) {
+                if let Some((id, _)) = self.opening.take(tag) {
                     self.reply(&id, Err(RpcError::new(jsonrpc::RESOURCE_NOT_FOUND, error)));
                 }
             }
@@ -419,7 +412,7 @@ impl Dashboard {
         let name = event.session;
         match event.incoming {
             Incoming::Opened { tag, link } => {
-                let Some((id, kind)) = self.opening.remove(&tag) else {
+                let Some((id, kind)) = self.opening.take(tag) else {
                     return;
                 };
                 let mut peer = PeerSession::new(link, Dialect::Dashboard);
