@@ -29,6 +29,9 @@ use crate::engine::{
 };
 use crate::protocol::TurnUsage;
 
+/// The tag of this API's provider items ([`ModelEvent::ProviderItem`]).
+pub const API: &str = "anthropic";
+
 /// The API version jucode's wire types follow.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
@@ -218,11 +221,13 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) 
         body.insert("tools".into(), Value::Array(tools));
     }
     let mut messages = conversation(request);
+    // Thinking blocks take no breakpoint (the API refuses one there).
     if cache
         && let Some(block) = messages
             .last_mut()
             .and_then(|message| message["content"].as_array_mut())
             .and_then(|content| content.last_mut())
+            .filter(|block| !matches!(str_of(block.get("type")), "thinking" | "redacted_thinking"))
     {
         block["cache_control"] = breakpoint();
     }
@@ -252,18 +257,29 @@ fn conversation(request: &ChatRequest) -> Vec<Value> {
             Message::Assistant {
                 text, tool_calls, ..
             } => {
-                let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
+                // This provider's and model's own blocks go back verbatim, each where it
+                // was: before the text, or after the call it followed.
+                let items = request.own_items(message, API);
+                let kept = |after: usize| {
+                    items
+                        .iter()
+                        .filter(move |item| item.after_calls == after)
+                        .filter_map(|item| serde_json::from_str::<Value>(&item.json).ok())
+                };
+                let mut blocks = Vec::with_capacity(tool_calls.len() + items.len() + 1);
+                blocks.extend(kept(0));
                 if !text.is_empty() {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
-                blocks.extend(tool_calls.iter().map(|call| {
+                for (position, call) in tool_calls.iter().enumerate() {
                     // The engine keeps the model's raw text; the API wants an object.
                     let input = serde_json::from_str::<Value>(&call.arguments)
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| json!({}));
-                    json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input})
-                }));
+                    blocks.push(json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input}));
+                    blocks.extend(kept(position + 1));
+                }
                 if blocks.is_empty() {
                     // An empty assistant turn is refused; an empty text block is too.
                     continue;
@@ -349,6 +365,9 @@ pub(crate) struct EventParser {
     calls: BTreeMap<u64, OpenCall>,
     /// How many tool calls were seen, for [`ModelEvent::ToolCallDelta::index`].
     call_count: usize,
+    /// Open blocks kept whole for the provider items (thinking with its signature,
+    /// redacted thinking, server tools and their results, kinds unknown to us), by index.
+    kept: BTreeMap<u64, KeptBlock>,
     input_tokens: u64,
     cache_read: u64,
     cache_write: u64,
@@ -356,6 +375,39 @@ pub(crate) struct EventParser {
     stop_reason: Option<String>,
     /// `message_stop` arrived: nothing more is read.
     pub(crate) done: bool,
+}
+
+/// A block being kept: the start's `content_block`, and what its deltas add.
+#[derive(Debug)]
+struct KeptBlock {
+    block: Map<String, Value>,
+    thinking: String,
+    signature: String,
+    input: String,
+}
+
+impl KeptBlock {
+    /// The finished block as the API wants it back.
+    fn finish(mut self) -> String {
+        if !self.thinking.is_empty() {
+            let before = str_of(self.block.get("thinking")).to_owned();
+            self.block
+                .insert("thinking".into(), json!(before + &self.thinking));
+        }
+        if !self.signature.is_empty() {
+            let before = str_of(self.block.get("signature")).to_owned();
+            self.block
+                .insert("signature".into(), json!(before + &self.signature));
+        }
+        if !self.input.trim().is_empty() {
+            let input = serde_json::from_str::<Value>(&self.input)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            self.block.insert("input".into(), input);
+        }
+        Value::Object(self.block).to_string()
+    }
 }
 
 #[derive(Debug)]
@@ -427,9 +479,20 @@ impl EventParser {
                         };
                         self.calls.insert(index, call);
                     }
-                    // Server tools, their results, redacted thinking and kinds added
-                    // after this was written carry nothing to show as it streams.
                     _ => {}
+                }
+                // Thinking (signed), redacted thinking, server tools and their results,
+                // and kinds added after this was written are kept whole and resent.
+                if let Value::Object(map) = block
+                    && !matches!(str_of(block.get("type")), "text" | "tool_use" | "")
+                {
+                    let kept = KeptBlock {
+                        block: map.clone(),
+                        thinking: String::new(),
+                        signature: String::new(),
+                        input: String::new(),
+                    };
+                    self.kept.insert(index, kept);
                 }
             }
             "content_block_delta" => {
@@ -438,10 +501,21 @@ impl EventParser {
                 match delta.get("type").and_then(Value::as_str).unwrap_or("") {
                     "text_delta" => push_text(&mut out, delta.get("text"), ModelEvent::TextDelta),
                     "thinking_delta" => {
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.thinking.push_str(str_of(delta.get("thinking")));
+                        }
                         push_text(&mut out, delta.get("thinking"), ModelEvent::ReasoningDelta)
+                    }
+                    "signature_delta" => {
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.signature.push_str(str_of(delta.get("signature")));
+                        }
                     }
                     "input_json_delta" => {
                         let fragment = str_of(delta.get("partial_json"));
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.input.push_str(fragment);
+                        }
                         if let Some(call) = self.calls.get_mut(&index)
                             && !fragment.is_empty()
                         {
@@ -460,6 +534,12 @@ impl EventParser {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 if let Some(call) = self.calls.remove(&index) {
                     out.push(ModelEvent::ToolCall(finished_call(call)));
+                }
+                if let Some(kept) = self.kept.remove(&index) {
+                    out.push(ModelEvent::ProviderItem {
+                        api: API,
+                        json: kept.finish(),
+                    });
                 }
             }
             "message_delta" => {
@@ -539,6 +619,7 @@ impl EventParser {
             "tool_use" => FinishReason::ToolCalls,
             "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
             "refusal" => FinishReason::ContentFilter,
+            "pause_turn" => FinishReason::Paused,
             other => FinishReason::Other(other.to_owned()),
         };
         out.push(ModelEvent::Finished(reason));

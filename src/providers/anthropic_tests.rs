@@ -8,7 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::engine::{ImageData, Retry, ToolSpec};
+use std::sync::Arc;
+
+use crate::engine::{ImageData, ProviderItem, ProviderItems, Retry, ToolSpec};
 
 /// An SSE body from `(event, data)` pairs.
 fn sse(events: &[(&str, Value)]) -> String {
@@ -214,7 +216,8 @@ async fn stop_reasons_map_to_finish_reasons() {
         ("max_tokens", FinishReason::Length),
         ("model_context_window_exceeded", FinishReason::Length),
         ("refusal", FinishReason::ContentFilter),
-        ("pause_turn", FinishReason::Other("pause_turn".into())),
+        ("pause_turn", FinishReason::Paused),
+        ("something_new", FinishReason::Other("something_new".into())),
     ] {
         let body = sse(&[
             start(1, 0, 0),
@@ -394,6 +397,7 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
             }],
         },
         Message::Assistant {
+            provider_items: None,
             text: String::new(),
             reasoning: "hidden".into(),
             tool_calls: vec![call("t1"), call("t2")],
@@ -498,6 +502,7 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
         let encoded = body.to_string();
         previous = Some(encoded);
         messages.push(Message::Assistant {
+            provider_items: None,
             text: format!("answer {turn}"),
             reasoning: String::new(),
             tool_calls: if turn % 3 == 0 {
@@ -615,6 +620,25 @@ async fn recorded_streams_give_what_expected_json_says() {
                 .map(|block| block["text"].as_str().unwrap())
                 .collect();
             assert_eq!(reasoning, thinking, "{name}");
+            // Each thinking block is kept whole, with its signature, to be resent.
+            let signatures: Vec<u64> = items_of(&events)
+                .iter()
+                .filter(|item| item["type"] == "thinking")
+                .map(|item| item["signature"].as_str().unwrap().len() as u64)
+                .collect();
+            let want_signatures: Vec<u64> = want["thinking"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|block| block["signature_len"].as_u64().unwrap())
+                .collect();
+            assert_eq!(signatures, want_signatures, "{name}");
+            let servers: Vec<Value> = items_of(&events)
+                .into_iter()
+                .filter(|item| item["type"] == "server_tool_use")
+                .map(|item| json!({"id": item["id"], "name": item["name"], "input": item["input"]}))
+                .collect();
+            assert_eq!(Value::Array(servers), want["server_tools"], "{name}");
             let calls: Vec<Value> = events
                 .iter()
                 .flatten()
@@ -672,6 +696,7 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
             images: Vec::new(),
         },
         Message::Assistant {
+            provider_items: None,
             text: "reading".into(),
             reasoning: String::new(),
             tool_calls: vec![ToolCall {
@@ -701,4 +726,210 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
         body["messages"][2]["content"][0]["tool_use_id"],
         json!("functions_read_file_0")
     );
+}
+
+fn items_of(events: &[Result<ModelEvent, ModelError>]) -> Vec<Value> {
+    events
+        .iter()
+        .flatten()
+        .filter_map(|event| match event {
+            ModelEvent::ProviderItem { api, json } => {
+                assert_eq!(*api, API);
+                Some(serde_json::from_str(json).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn thinking_server_and_unknown_blocks_are_kept_whole_in_order() {
+    let body = sse(&[
+        start(5, 0, 0),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(0, json!({"type": "thinking_delta", "thinking": "Look at "})),
+        delta(0, json!({"type": "thinking_delta", "thinking": "it."})),
+        delta(0, json!({"type": "signature_delta", "signature": "c2ln"})),
+        stop(0),
+        block_start(1, json!({"type": "redacted_thinking", "data": "b3BhcXVl"})),
+        stop(1),
+        block_start(
+            2,
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+        ),
+        delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "{\"query\":"}),
+        ),
+        delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "\"x\"}"}),
+        ),
+        stop(2),
+        block_start(
+            3,
+            json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "u"}]}),
+        ),
+        stop(3),
+        block_start(4, json!({"type": "text", "text": "Found."})),
+        stop(4),
+        block_start(
+            5,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}),
+        ),
+        stop(5),
+        block_start(6, json!({"type": "brand_new_block", "x": 1})),
+        stop(6),
+        message_delta("tool_use", json!({"output_tokens": 9})),
+        message_stop(),
+    ]);
+    for split in [1, 17, body.len()] {
+        let events = run(body.clone(), split).await;
+        assert_eq!(
+            items_of(&events),
+            vec![
+                json!({"type": "thinking", "thinking": "Look at it.", "signature": "c2ln"}),
+                json!({"type": "redacted_thinking", "data": "b3BhcXVl"}),
+                json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "u"}]}),
+                json!({"type": "brand_new_block", "x": 1}),
+            ],
+            "split {split}"
+        );
+        // The unknown block came after the call: the engine sees it there.
+        let order: Vec<&str> = events
+            .iter()
+            .flatten()
+            .filter_map(|event| match event {
+                ModelEvent::ToolCall(_) => Some("call"),
+                ModelEvent::ProviderItem { .. } => Some("item"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(order, ["item", "item", "item", "item", "call", "item"]);
+    }
+}
+
+fn kept(after_calls: usize, block: Value) -> ProviderItem {
+    ProviderItem {
+        after_calls,
+        json: Arc::from(block.to_string()),
+    }
+}
+
+fn with_items(provider: &str, model: &str, api: &str, items: Vec<ProviderItem>) -> Message {
+    Message::Assistant {
+        text: "Reading.".into(),
+        reasoning: "Look at it.".into(),
+        tool_calls: vec![call("t1"), call("t2")],
+        provider_items: Some(Arc::new(ProviderItems {
+            api: api.into(),
+            provider: provider.into(),
+            model: model.into(),
+            items,
+        })),
+    }
+}
+
+fn results() -> Vec<Message> {
+    ["t1", "t2"]
+        .into_iter()
+        .map(|id| Message::Tool {
+            call_id: id.into(),
+            name: "read_file".into(),
+            output: "x".into(),
+            is_error: false,
+        })
+        .collect()
+}
+
+#[test]
+fn own_blocks_are_resent_verbatim_before_their_calls_and_others_dropped() {
+    let thinking = json!({"type": "thinking", "thinking": "Look at it.", "signature": "c2ln"});
+    let redacted = json!({"type": "redacted_thinking", "data": "b3BhcXVl"});
+    let between = json!({"type": "thinking", "thinking": "Now the second.", "signature": "c2lnMg"});
+    let items = vec![
+        kept(0, thinking.clone()),
+        kept(0, redacted.clone()),
+        kept(1, between.clone()),
+    ];
+    let mut messages = vec![Message::User {
+        text: "read".into(),
+        images: vec![],
+    }];
+    messages.push(with_items("anthropic", "claude-x", API, items.clone()));
+    messages.extend(results());
+    let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+    request.provider = "anthropic".into();
+    let body = request_body(&request, 1000, true);
+    let content = &body["messages"][1]["content"];
+    assert_eq!(
+        content,
+        &json!([
+            thinking,
+            redacted,
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a"}},
+            between,
+            {"type": "tool_use", "id": "t2", "name": "read_file", "input": {"path": "a"}},
+        ])
+    );
+    // Another model, another provider or another API's items: dropped, not converted.
+    for (provider, model, api) in [
+        ("anthropic", "claude-y", API),
+        ("other", "claude-x", API),
+        ("anthropic", "claude-x", "openai-responses"),
+    ] {
+        let mut messages = vec![Message::User {
+            text: "read".into(),
+            images: vec![],
+        }];
+        messages.push(with_items(provider, model, api, items.clone()));
+        messages.extend(results());
+        let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+        request.provider = "anthropic".into();
+        let body = request_body(&request, 1000, true);
+        let types: Vec<&str> = body["messages"][1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|block| block["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            ["text", "tool_use", "tool_use"],
+            "{provider} {model} {api}"
+        );
+    }
+}
+
+#[test]
+fn a_paused_reply_is_sent_back_as_the_last_assistant_turn_without_a_breakpoint_on_thinking() {
+    let thinking = json!({"type": "thinking", "thinking": "t", "signature": "s"});
+    let messages = vec![
+        Message::User {
+            text: "search".into(),
+            images: vec![],
+        },
+        Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![],
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items: vec![kept(0, thinking.clone())],
+            })),
+        },
+    ];
+    let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+    request.provider = "anthropic".into();
+    let body = request_body(&request, 1000, true);
+    assert_eq!(body["messages"][1]["role"], json!("assistant"));
+    assert_eq!(body["messages"][1]["content"], json!([thinking]));
+    assert!(!body["messages"].to_string().contains("cache_control"));
 }

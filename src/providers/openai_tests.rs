@@ -49,6 +49,7 @@ fn body_with_images_tools_calls_and_results() {
             }],
         },
         Message::Assistant {
+            provider_items: None,
             text: String::new(),
             reasoning: "secret thoughts".into(),
             tool_calls: vec![ToolCall {
@@ -64,6 +65,7 @@ fn body_with_images_tools_calls_and_results() {
             is_error: false,
         },
         Message::Assistant {
+            provider_items: None,
             text: "Done.".into(),
             reasoning: String::new(),
             tool_calls: Vec::new(),

@@ -230,6 +230,7 @@ async fn demo_cycles_between_a_tool_call_and_an_explanation() {
     assert!(usage.input_tokens > 0 && usage.output_tokens > 0);
 
     messages.push(Message::Assistant {
+        provider_items: None,
         text: "Let me look at the project first.".into(),
         reasoning: String::new(),
         tool_calls: calls.clone(),

@@ -32,7 +32,8 @@ use super::conversation::compaction;
 use super::conversation::store::{EntryBody, EntryId, Prepared};
 use super::conversation::tokens::{self, context_limit};
 use super::ports::model::{
-    ChatRequest, FinishReason, Message, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
+    ChatRequest, FinishReason, Message, ModelError, ModelEvent, ProviderItem, ProviderItems,
+    ResolvedModel, Retry, ToolCall,
 };
 use super::ports::project::{HookEvent, Project};
 use super::ports::tools::ToolRegistry;
@@ -103,6 +104,9 @@ pub struct TurnOutcome {
 struct Reply {
     reasoning: String,
     tool_calls: Vec<ToolCall>,
+    /// Opaque provider items, each with the number of calls before it, and the API.
+    items: Vec<ProviderItem>,
+    items_api: Option<&'static str>,
     usage: TurnUsage,
     finish: Option<FinishReason>,
     /// True once any delta reached the client: from then on a failure cannot be retried
@@ -193,8 +197,10 @@ impl TurnContext {
             }
             let (mut reply, end) = self.sample(usage).await;
             if end.is_some() {
-                // Calls of a reply cut short may be incomplete and will never run.
+                // Calls of a reply cut short may be incomplete and will never run, and
+                // the provider's items of a partial reply are never resent.
                 reply.tool_calls.clear();
+                reply.items.clear();
             }
             usage.add(&reply.usage);
             self.count_usage(&reply.usage).await;
@@ -209,9 +215,25 @@ impl TurnContext {
                     Some((call.id.clone(), draft.id))
                 })
                 .collect();
-            self.record_reply(reply.reasoning, reply.tool_calls);
+            let items = reply
+                .items_api
+                .filter(|_| !reply.items.is_empty())
+                .map(|api| {
+                    Arc::new(ProviderItems {
+                        api: api.to_owned(),
+                        provider: self.model.provider.clone(),
+                        model: self.model.model.clone(),
+                        items: std::mem::take(&mut reply.items),
+                    })
+                });
+            self.record_reply(reply.reasoning, reply.tool_calls, items);
             if let Some(end) = end {
                 return end;
+            }
+            if calls.is_empty() && reply.finish == Some(FinishReason::Paused) {
+                // The model paused a long server-side run: the conversation goes back as
+                // it is and the model carries on, in this turn.
+                continue;
             }
             if calls.is_empty() {
                 match reply.finish {
@@ -485,6 +507,8 @@ impl TurnContext {
             conversation,
             tools,
             reasoning_effort: self.reasoning_effort.clone(),
+            provider: self.model.provider.clone(),
+            cache_key: Some(self.session_id.clone()),
         }
     }
 
@@ -535,11 +559,16 @@ impl TurnContext {
     /// Records the reply just streamed. Its text stays visible (as the streaming text)
     /// until the entry holding it is appended, in one step, so a snapshot taken in
     /// between still shows it; the tokens are counted outside the lock.
-    fn record_reply(&self, reasoning: String, tool_calls: Vec<ToolCall>) {
+    fn record_reply(
+        &self,
+        reasoning: String,
+        tool_calls: Vec<ToolCall>,
+        provider_items: Option<Arc<ProviderItems>>,
+    ) {
         let text = self
             .emitter
             .change(|shared| self.track.streaming(shared).clone().unwrap_or_default());
-        if text.is_empty() && tool_calls.is_empty() {
+        if text.is_empty() && tool_calls.is_empty() && provider_items.is_none() {
             self.emitter
                 .change(|shared| *self.track.streaming(shared) = None);
             return;
@@ -548,6 +577,7 @@ impl TurnContext {
             text,
             reasoning,
             tool_calls,
+            provider_items,
         }));
         self.emitter.change(|shared| {
             *self.track.streaming(shared) = None;
@@ -622,6 +652,13 @@ impl TurnContext {
                     }
                 }
                 ModelEvent::ToolCall(call) => reply.tool_calls.push(call),
+                ModelEvent::ProviderItem { api, json } => {
+                    reply.items_api = Some(api);
+                    reply.items.push(ProviderItem {
+                        after_calls: reply.tool_calls.len(),
+                        json: Arc::from(json),
+                    });
+                }
                 ModelEvent::Usage(usage) => reply.usage = usage,
                 ModelEvent::Finished(reason) => {
                     reply.finish = Some(reason);
