@@ -221,6 +221,9 @@ pub enum ProviderKind {
     Openai,
     /// Anthropic Messages (`/v1/messages`).
     Anthropic,
+    /// OpenAI Responses (`/responses`), stateless.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
     /// Scripted replies from a JSONL file, or the built-in demo.
     Replay,
 }
@@ -554,8 +557,10 @@ impl<'t> Reader<'t> {
                 dropped.push(name.to_owned());
                 continue;
             };
-            if matches!(read.kind, ProviderKind::Openai | ProviderKind::Anthropic)
-                && let Some(url) = read.base_url.as_deref()
+            if matches!(
+                read.kind,
+                ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::OpenaiResponses
+            ) && let Some(url) = read.base_url.as_deref()
                 && !is_http_url(url)
             {
                 let at = table.get("base_url").map(Spanned::span);

@@ -1,8 +1,9 @@
 //! Model providers: implementations of [`crate::engine::ModelClient`], and the
 //! [`Catalog`] that turns `provider/model` names into ready clients.
 //!
-//! Two kinds exist: [`OpenAiClient`] speaks OpenAI Chat Completions, which covers OpenAI
-//! itself and nearly every other server (OpenRouter, vLLM, Ollama, llama.cpp, DeepSeek);
+//! Four kinds exist: [`OpenAiClient`] speaks OpenAI Chat Completions, which nearly every
+//! server speaks (OpenRouter, vLLM, Ollama, llama.cpp, DeepSeek); [`ResponsesClient`]
+//! OpenAI Responses (the built-in `openai`); [`AnthropicClient`] Anthropic Messages;
 //! [`ReplayClient`] plays scripted replies, so a session works offline (the built-in
 //! demo) and tests get a deterministic model.
 //!
@@ -28,6 +29,7 @@ use crate::protocol::ModelState;
 mod anthropic;
 mod openai;
 mod replay;
+mod responses;
 pub mod sse;
 
 pub use anthropic::AnthropicClient;
@@ -36,6 +38,7 @@ pub use openai::OpenAiClient;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use openai::sse_reply;
 pub use replay::ReplayClient;
+pub use responses::ResponsesClient;
 
 const OPENAI: &str = "openai";
 const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -100,7 +103,9 @@ impl Catalog {
             .get(OPENAI_BASE_URL_ENV)
             .filter(|url| !url.is_empty())
             .map_or(DEFAULT_OPENAI_BASE_URL, String::as_str);
-        let mut openai = bare_provider(ProviderKind::Openai);
+        // The built-in `openai` speaks Responses; `kind = "openai"` tables stay on Chat
+        // Completions.
+        let mut openai = bare_provider(ProviderKind::OpenaiResponses);
         openai.base_url = Some(base_url.to_owned());
         openai.api_key_env = Some(OPENAI_KEY_ENV.to_owned());
         let anthropic_url = env
@@ -255,7 +260,7 @@ impl Catalog {
                 };
                 (Arc::new(client), ModelState::Ready)
             }
-            ProviderKind::Openai | ProviderKind::Anthropic => {
+            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::OpenaiResponses => {
                 let anthropic = config.kind == ProviderKind::Anthropic;
                 let (default_env, default_url, url_env) = if anthropic {
                     (
@@ -307,6 +312,15 @@ impl Catalog {
                         .headers(&config.headers)
                         .max_tokens(max_tokens)
                         .cache(config.cache.as_deref() != Some("off"));
+                    if let Some(timeout) = timeout {
+                        client = client.connect_timeout(timeout);
+                    }
+                    match &missing {
+                        Some(message) => Arc::new(client.unusable(message.clone())),
+                        None => Arc::new(client.api_key(key)),
+                    }
+                } else if config.kind == ProviderKind::OpenaiResponses {
+                    let mut client = ResponsesClient::new(name, base_url).headers(&config.headers);
                     if let Some(timeout) = timeout {
                         client = client.connect_timeout(timeout);
                     }

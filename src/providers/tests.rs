@@ -460,3 +460,27 @@ async fn built_in_anthropic_provider() {
     assert_eq!(custom.info.max_output_tokens, 1000);
     assert_eq!(custom.info.input_price, Some(3.0));
 }
+
+#[test]
+fn built_in_openai_speaks_responses_and_openai_tables_chat_completions() {
+    let catalog = catalog(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [providers.resp]\nkind = \"openai-responses\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        &[("OPENAI_API_KEY", "k")],
+    );
+    assert_eq!(
+        catalog.providers["openai"].config.kind,
+        ProviderKind::OpenaiResponses
+    );
+    assert_eq!(catalog.providers["local"].config.kind, ProviderKind::Openai);
+    assert_eq!(
+        catalog.providers["resp"].config.kind,
+        ProviderKind::OpenaiResponses
+    );
+    let builtin = catalog.default_model().unwrap();
+    assert_eq!(builtin.full_name(), "openai/gpt-5.5");
+    assert_eq!(builtin.state, ModelState::Ready);
+    assert_eq!(builtin.info.reasoning_efforts, ["low", "medium", "high"]);
+    let custom = catalog.resolve("resp/gpt-5", None).unwrap();
+    assert_eq!(custom.state, ModelState::Ready);
+}

@@ -192,3 +192,185 @@ fn pause_turn_continues_within_the_same_turn() {
     assert_eq!(blocks[0], search);
     assert_eq!(blocks[1]["text"], "Searching. ");
 }
+
+/// A Responses SSE body from its events.
+fn responses_reply(events: Vec<Value>) -> Reply {
+    let body: String = events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap()
+            )
+        })
+        .collect();
+    Reply::Sse(vec![Step::Raw(body)])
+}
+
+fn responses_completed() -> Value {
+    json!({"type": "response.completed", "response": {"status": "completed",
+        "usage": {"input_tokens": 20, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}}}})
+}
+
+fn responses_text(text: &str) -> Reply {
+    responses_reply(vec![
+        json!({"type": "response.output_text.delta", "output_index": 0, "item_id": "m1", "delta": text}),
+        responses_completed(),
+    ])
+}
+
+#[test]
+fn a_session_moves_from_messages_to_responses_to_chat_completions() {
+    let (model, home) = setup();
+    let url = model.base_url();
+    home.append_config(&format!(
+        "[providers.resp]\nkind = \"openai-responses\"\nbase_url = \"{url}\"\napi_key = \"k\"\n"
+    ));
+    std::fs::write(home.path().join("notes.txt"), "alpha\n").unwrap();
+    // Messages: signed thinking and a call.
+    model.push(anthropic_reply(
+        vec![
+            block(
+                0,
+                json!({"type": "thinking", "thinking": "Read it first.", "signature": "c2lnbmF0dXJl"}),
+                &[],
+            ),
+            block(
+                1,
+                json!({"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}),
+                &[json!({"type": "input_json_delta", "partial_json": "{\"path\":\"notes.txt\"}"})],
+            ),
+        ],
+        "tool_use",
+    ));
+    model.push(anthropic_reply(
+        vec![anthropic_text(0, "It says alpha.")],
+        "end_turn",
+    ));
+    let mut serve = Serve::ready(&home);
+    serve.user("read notes.txt");
+    serve.until_ready();
+
+    // Responses: the conversation carries over as items, the thinking does not; its own
+    // reasoning goes back, encrypted, before the call it led to.
+    serve.send(json!({"op": "command", "input": "/model resp/gpt-x"}));
+    serve.expect_one("model_status");
+    model.push(responses_reply(vec![
+        json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"id": "rs_1", "type": "reasoning", "summary": []}}),
+        json!({"type": "response.reasoning_summary_text.delta", "output_index": 0,
+            "summary_index": 0, "delta": "Check again."}),
+        json!({"type": "response.output_item.done", "output_index": 0,
+            "item": {"id": "rs_1", "type": "reasoning", "status": "completed",
+            "summary": [{"type": "summary_text", "text": "Check again."}], "encrypted_content": "ENC-1"}}),
+        json!({"type": "response.output_item.added", "output_index": 1,
+            "item": {"id": "fc_1", "type": "function_call", "call_id": "call_9", "name": "read_file", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "output_index": 1,
+            "item_id": "rotated", "delta": "{\"path\":\"notes.txt\"}"}),
+        json!({"type": "response.output_item.done", "output_index": 1,
+            "item": {"id": "rotated-2", "type": "function_call", "call_id": "call_9", "name": "read_file",
+            "arguments": "{\"path\":\"notes.txt\"}"}}),
+        responses_completed(),
+    ]));
+    model.push(responses_text("Still alpha."));
+    serve.user("again");
+    let events = serve.until_ready();
+    assert!(!events.iter().any(|e| e["type"] == "error"), "{events:#?}");
+    let requests = model.wait_requests(4);
+    let (first, second) = (&requests[2], &requests[3]);
+    assert!(first.path.ends_with("/responses"), "{}", first.path);
+    assert_eq!(first.body["store"], json!(false));
+    assert_eq!(
+        first.body["include"],
+        json!(["reasoning.encrypted_content"])
+    );
+    assert!(first.body["prompt_cache_key"].is_string(), "{}", first.body);
+    let text = first.body["input"].to_string();
+    assert!(!text.contains("c2lnbmF0dXJl"), "{text}");
+    let kinds = |request: &crate::common::mock::Recorded| -> Vec<String> {
+        request.body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| {
+                let kind = item["type"].as_str().unwrap().to_owned();
+                match item["role"].as_str() {
+                    Some(role) => format!("{kind}:{role}"),
+                    None => kind,
+                }
+            })
+            .collect()
+    };
+    assert_eq!(
+        kinds(first),
+        [
+            "message:user",
+            "function_call",
+            "function_call_output",
+            "message:assistant",
+            "message:user"
+        ]
+    );
+    assert_eq!(
+        kinds(second)[5..],
+        ["reasoning", "function_call", "function_call_output"]
+    );
+    let input = second.body["input"].as_array().unwrap();
+    assert_eq!(
+        input[5],
+        json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Check again."}],
+            "encrypted_content": "ENC-1"})
+    );
+    assert_eq!(input[6]["call_id"], input[7]["call_id"]);
+
+    // Chat Completions: text, calls and results carry over; no provider item does.
+    serve.send(json!({"op": "command", "input": "/model mock/mock-1"}));
+    serve.expect_one("model_status");
+    model.push(text_reply(&["Alpha, yes."]));
+    serve.user("last time");
+    let events = serve.until_ready();
+    assert!(!events.iter().any(|e| e["type"] == "error"), "{events:#?}");
+    let last = &model.wait_requests(5)[4];
+    assert!(last.path.ends_with("/chat/completions"), "{}", last.path);
+    let body = last.body.to_string();
+    assert!(
+        !body.contains("ENC-1") && !body.contains("c2lnbmF0dXJl"),
+        "{body}"
+    );
+    assert_eq!(
+        last.roles(),
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user"
+        ]
+    );
+}
+
+#[test]
+fn the_built_in_openai_provider_speaks_responses() {
+    let model = MockModel::start();
+    let home = Home::new();
+    model.push(responses_text("Hello."));
+    let mut serve = Serve::builder(&home)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &model.base_url())
+        .start();
+    serve.skip_startup();
+    serve.user("hi");
+    let events = serve.until_ready();
+    assert!(!events.iter().any(|e| e["type"] == "error"), "{events:#?}");
+    let request = &model.wait_requests(1)[0];
+    assert!(request.path.ends_with("/responses"), "{}", request.path);
+    assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(request.body["model"], "gpt-5.5");
+    assert_eq!(request.body["reasoning"]["summary"], "auto");
+}
