@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 use super::openai::{
     classify_status, http_client, read_capped, request_error, retry_after, stream_failure,
 };
+use crate::config::{CacheSetting, Thinking};
 use crate::engine::{
     ChatRequest, FinishReason, Message, ModelClient, ModelError, ModelEvent, ModelStream, ToolCall,
 };
@@ -44,10 +45,20 @@ pub struct AnthropicClient {
     endpoint: String,
     api_key: Option<String>,
     headers: HeaderMap,
-    max_tokens: u64,
-    cache: bool,
+    shape: Shape,
     connect_timeout: Duration,
     unusable: Option<String>,
+}
+
+/// What a request body holds besides the conversation: the model's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// `max_tokens`, which the Messages API requires on every request.
+    pub max_tokens: u64,
+    /// Where `cache_control` breakpoints go, and for how long.
+    pub cache: CacheSetting,
+    /// How `reasoning_effort` is sent.
+    pub thinking: Thinking,
 }
 
 impl AnthropicClient {
@@ -61,8 +72,11 @@ impl AnthropicClient {
             endpoint: format!("{root}/v1/messages"),
             api_key: None,
             headers: HeaderMap::new(),
-            max_tokens: 32_000,
-            cache: true,
+            shape: Shape {
+                max_tokens: 32_000,
+                cache: CacheSetting::FiveMinutes,
+                thinking: Thinking::None,
+            },
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             unusable: None,
         }
@@ -96,13 +110,20 @@ impl AnthropicClient {
 
     /// `max_tokens`, which the Messages API requires on every request.
     pub fn max_tokens(mut self, max_tokens: u64) -> Self {
-        self.max_tokens = max_tokens.max(1);
+        self.shape.max_tokens = max_tokens.max(1);
         self
     }
 
-    /// Whether to place `cache_control` breakpoints (on by default).
-    pub fn cache(mut self, cache: bool) -> Self {
-        self.cache = cache;
+    /// Whether to place `cache_control` breakpoints, and their lifetime (5 minutes by
+    /// default).
+    pub fn cache(mut self, cache: CacheSetting) -> Self {
+        self.shape.cache = cache;
+        self
+    }
+
+    /// How the model takes `reasoning_effort` (not at all by default).
+    pub fn thinking(mut self, thinking: Thinking) -> Self {
+        self.shape.thinking = thinking;
         self
     }
 
@@ -123,7 +144,7 @@ impl AnthropicClient {
         if let Some(message) = &self.unusable {
             return Err(ModelError::fatal(message.clone()));
         }
-        let body = serde_json::to_vec(&request_body(request, self.max_tokens, self.cache))
+        let body = serde_json::to_vec(&request_body(request, &self.shape))
             .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -190,12 +211,33 @@ pub(crate) fn status_error(status: u16, headers: &HeaderMap, body: &str) -> Mode
 }
 
 /// The JSON body of one Messages request.
-pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) -> Value {
-    let breakpoint = || json!({"type": "ephemeral"});
+pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
+    let cache = shape.cache != CacheSetting::Off;
+    let breakpoint = || match shape.cache {
+        CacheSetting::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+        _ => json!({"type": "ephemeral"}),
+    };
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
-    body.insert("max_tokens".into(), json!(max_tokens));
+    body.insert("max_tokens".into(), json!(shape.max_tokens));
     body.insert("stream".into(), json!(true));
+    if let Some(effort) = &request.reasoning_effort {
+        match shape.thinking {
+            Thinking::Adaptive => {
+                body.insert("thinking".into(), json!({"type": "adaptive"}));
+                body.insert("output_config".into(), json!({"effort": effort}));
+            }
+            Thinking::Budget => {
+                if let Some(budget) = thinking_budget(effort, shape.max_tokens) {
+                    body.insert(
+                        "thinking".into(),
+                        json!({"type": "enabled", "budget_tokens": budget}),
+                    );
+                }
+            }
+            Thinking::None => {}
+        }
+    }
     if !request.system.is_empty() {
         let mut block = json!({"type": "text", "text": &*request.system});
         if cache {
@@ -233,6 +275,21 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) 
     }
     body.insert("messages".into(), Value::Array(messages));
     Value::Object(body)
+}
+
+/// The thinking budget of an effort on a model that takes `budget_tokens`: at least the
+/// API's 1024, and at most three quarters of `max_tokens` (which must exceed it, and the
+/// answer needs room too); `None` when `max_tokens` leaves no room for thinking.
+fn thinking_budget(effort: &str, max_tokens: u64) -> Option<u64> {
+    const MIN: u64 = 1024;
+    let wanted = match effort {
+        "minimal" | "low" => 4_096,
+        "medium" => 16_384,
+        "high" => 32_768,
+        _ => 63_999,
+    };
+    let budget = wanted.min(max_tokens * 3 / 4);
+    (budget >= MIN).then_some(budget)
 }
 
 /// The conversation as Messages wants it: alternating `user` and `assistant` turns of
@@ -611,6 +668,7 @@ impl EventParser {
             // OpenAI's meaning: every prompt token, cached or not.
             input_tokens: self.input_tokens + self.cache_read + self.cache_write,
             cached_input_tokens: self.cache_read,
+            cache_write_input_tokens: self.cache_write,
             output_tokens: self.output_tokens,
             reasoning_tokens: 0,
         }));

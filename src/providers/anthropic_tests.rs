@@ -10,7 +10,16 @@ use tokio::net::TcpListener;
 use super::*;
 use std::sync::Arc;
 
+use crate::config::{CacheSetting, Thinking};
 use crate::engine::{ImageData, ProviderItem, ProviderItems, Retry, ToolSpec};
+
+fn shape(max_tokens: u64, cache: CacheSetting) -> Shape {
+    Shape {
+        max_tokens,
+        cache,
+        thinking: Thinking::None,
+    }
+}
 
 /// An SSE body from `(event, data)` pairs.
 fn sse(events: &[(&str, Value)]) -> String {
@@ -111,6 +120,7 @@ async fn text_reply_with_pings_and_usage_split_anywhere() {
                 Ok(ModelEvent::Usage(TurnUsage {
                     input_tokens: 1060,
                     cached_input_tokens: 1000,
+                    cache_write_input_tokens: 50,
                     output_tokens: 12,
                     reasoning_tokens: 0,
                 })),
@@ -262,6 +272,7 @@ async fn message_delta_corrects_the_input_counts() {
     assert!(events.contains(&Ok(ModelEvent::Usage(TurnUsage {
         input_tokens: 100,
         cached_input_tokens: 70,
+        cache_write_input_tokens: 0,
         output_tokens: 5,
         reasoning_tokens: 0,
     }))));
@@ -421,7 +432,7 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
         messages,
         vec![tool("a"), tool("b")],
     );
-    let body = request_body(&request, 1000, true);
+    let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
     let ephemeral = json!({"type": "ephemeral"});
     assert_eq!(body["max_tokens"], json!(1000));
     assert_eq!(body["system"][0]["cache_control"], ephemeral);
@@ -449,7 +460,7 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
     );
     let marks = body.to_string().matches("cache_control").count();
     assert_eq!(marks, 3);
-    let plain = request_body(&request, 1000, false);
+    let plain = request_body(&request, &shape(1000, CacheSetting::Off));
     assert!(!plain.to_string().contains("cache_control"));
 }
 
@@ -470,7 +481,7 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
             messages.clone(),
             vec![tool("read_file")],
         );
-        let body = request_body(&request, 4096, true);
+        let body = request_body(&request, &shape(4096, CacheSetting::FiveMinutes));
         if let Some(previous) = &previous {
             // What the previous request cached ends at its last breakpoint, on its
             // last message block; without that marker it must reappear unchanged.
@@ -668,6 +679,7 @@ async fn recorded_streams_give_what_expected_json_says() {
                 events.contains(&Ok(ModelEvent::Usage(TurnUsage {
                     input_tokens: input,
                     cached_input_tokens: count("cache_read_input_tokens"),
+                    cache_write_input_tokens: count("cache_creation_input_tokens"),
                     output_tokens: count("output_tokens"),
                     reasoning_tokens: 0,
                 }))),
@@ -714,8 +726,7 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
     ];
     let body = request_body(
         &ChatRequest::from_messages("claude-x", "", messages, Vec::new()),
-        100,
-        false,
+        &shape(100, CacheSetting::Off),
     );
     assert!(body.get("system").is_none());
     assert_eq!(
@@ -864,7 +875,7 @@ fn own_blocks_are_resent_verbatim_before_their_calls_and_others_dropped() {
     messages.extend(results());
     let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
     request.provider = "anthropic".into();
-    let body = request_body(&request, 1000, true);
+    let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
     let content = &body["messages"][1]["content"];
     assert_eq!(
         content,
@@ -891,7 +902,7 @@ fn own_blocks_are_resent_verbatim_before_their_calls_and_others_dropped() {
         messages.extend(results());
         let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
         request.provider = "anthropic".into();
-        let body = request_body(&request, 1000, true);
+        let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
         let types: Vec<&str> = body["messages"][1]["content"]
             .as_array()
             .unwrap()
@@ -928,8 +939,67 @@ fn a_paused_reply_is_sent_back_as_the_last_assistant_turn_without_a_breakpoint_o
     ];
     let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
     request.provider = "anthropic".into();
-    let body = request_body(&request, 1000, true);
+    let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
     assert_eq!(body["messages"][1]["role"], json!("assistant"));
     assert_eq!(body["messages"][1]["content"], json!([thinking]));
     assert!(!body["messages"].to_string().contains("cache_control"));
+}
+
+#[test]
+fn efforts_become_adaptive_thinking_a_budget_or_nothing() {
+    let mut request = ChatRequest::from_messages(
+        "claude-x",
+        "",
+        vec![Message::User {
+            text: "hi".into(),
+            images: vec![],
+        }],
+        vec![],
+    );
+    request.reasoning_effort = Some("high".into());
+    fn with_on(request: &ChatRequest, thinking: Thinking, max_tokens: u64) -> Value {
+        let shape = Shape {
+            max_tokens,
+            cache: CacheSetting::FiveMinutes,
+            thinking,
+        };
+        request_body(request, &shape)
+    }
+    let with = |thinking, max_tokens| with_on(&request, thinking, max_tokens);
+    let adaptive = with(Thinking::Adaptive, 64_000);
+    assert_eq!(adaptive["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(adaptive["output_config"], json!({"effort": "high"}));
+    let budget = with(Thinking::Budget, 64_000);
+    assert_eq!(
+        budget["thinking"],
+        json!({"type": "enabled", "budget_tokens": 32_768})
+    );
+    assert!(budget.get("output_config").is_none());
+    // The budget stays below max_tokens, leaving room for the answer.
+    let small = with(Thinking::Budget, 8_192);
+    assert_eq!(small["thinking"]["budget_tokens"], json!(6_144));
+    assert!(with(Thinking::Budget, 1_000).get("thinking").is_none());
+    let none = with(Thinking::None, 64_000);
+    assert!(none.get("thinking").is_none() && none.get("output_config").is_none());
+    request.reasoning_effort = None;
+    let unasked = with_on(&request, Thinking::Adaptive, 64_000);
+    assert!(unasked.get("thinking").is_none());
+}
+
+#[test]
+fn an_hour_long_cache_marks_every_breakpoint_with_its_ttl() {
+    let request = ChatRequest::from_messages(
+        "claude-x",
+        "Be brief.",
+        vec![Message::User {
+            text: "hi".into(),
+            images: vec![],
+        }],
+        vec![tool("a")],
+    );
+    let body = request_body(&request, &shape(100, CacheSetting::OneHour));
+    let hour = json!({"type": "ephemeral", "ttl": "1h"});
+    assert_eq!(body["system"][0]["cache_control"], hour);
+    assert_eq!(body["tools"][0]["cache_control"], hour);
+    assert_eq!(body["messages"][0]["content"][0]["cache_control"], hour);
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 
-use crate::config::{Config, ProviderConfig, ProviderKind};
+use crate::config::{CacheSetting, Config, ProviderConfig, ProviderKind, Thinking};
 use crate::engine::{
     ChatRequest, ModelCatalog, ModelClient, ModelError, ModelInfo, ModelStream, ResolvedModel,
     RetryPolicy,
@@ -202,26 +202,35 @@ impl Catalog {
 
     fn info(&self, provider: &Provider, model: &str) -> ModelInfo {
         let mut settings = provider.config.model_settings(model);
-        if provider.config.kind == ProviderKind::Anthropic
-            && let Some(known) = claude_defaults(model)
-        {
+        let anthropic = provider.config.kind == ProviderKind::Anthropic;
+        if anthropic && let Some(known) = claude_defaults(model) {
+            // Cache writes cost 1.25 times the input price for 5 minutes, twice for an hour.
+            let write = if provider.config.cache == Some(CacheSetting::OneHour) {
+                2.0
+            } else {
+                1.25
+            };
             settings.context_window = settings.context_window.or(Some(known.context_window));
             settings.max_output_tokens = settings.max_output_tokens.or(Some(known.max_output));
             settings.input_price = settings.input_price.or(Some(known.input));
-            settings.cached_input_price = settings.cached_input_price.or(Some(known.cache_read));
+            settings.cached_input_price = settings.cached_input_price.or(Some(known.input / 10.0));
+            settings.cache_write_price = settings.cache_write_price.or(Some(known.input * write));
             settings.output_price = settings.output_price.or(Some(known.output));
         }
-        // Thinking on Messages must be resent with its signature, which the store does
-        // not keep yet, so Anthropic models take no effort until it does.
-        let efforts_by_default = provider.config.kind == ProviderKind::Replay
-            || (provider.builtin && provider.config.kind != ProviderKind::Anthropic);
-        let reasoning_efforts = settings.reasoning_efforts.unwrap_or_else(|| {
-            if efforts_by_default {
-                ["low", "medium", "high"].map(String::from).to_vec()
-            } else {
-                Vec::new()
+        let efforts_by_default: &[&str] = if anthropic {
+            match self.thinking(provider, model) {
+                Thinking::Adaptive => &["low", "medium", "high", "max"],
+                Thinking::Budget => &["low", "medium", "high"],
+                Thinking::None => &[],
             }
-        });
+        } else if provider.config.kind == ProviderKind::Replay || provider.builtin {
+            &["low", "medium", "high"]
+        } else {
+            &[]
+        };
+        let reasoning_efforts = settings
+            .reasoning_efforts
+            .unwrap_or_else(|| efforts_by_default.iter().map(|e| (*e).to_owned()).collect());
         ModelInfo {
             context_window: settings.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
             max_output_tokens: settings
@@ -230,8 +239,20 @@ impl Catalog {
             reasoning_efforts,
             input_price: settings.input_price,
             cached_input_price: settings.cached_input_price,
+            cache_write_price: settings.cache_write_price,
             output_price: settings.output_price,
         }
+    }
+
+    /// How an Anthropic model takes an effort: the config's word, else the table's, else
+    /// not at all (a model we do not know may not think).
+    fn thinking(&self, provider: &Provider, model: &str) -> Thinking {
+        provider
+            .config
+            .model_settings(model)
+            .thinking
+            .or_else(|| claude_defaults(model).map(|known| known.thinking))
+            .unwrap_or(Thinking::None)
     }
 
     /// The client of `provider`, and its `model_status.state`.
@@ -311,7 +332,8 @@ impl Catalog {
                     let mut client = AnthropicClient::new(name, base_url)
                         .headers(&config.headers)
                         .max_tokens(max_tokens)
-                        .cache(config.cache.as_deref() != Some("off"));
+                        .cache(config.cache.unwrap_or(CacheSetting::FiveMinutes))
+                        .thinking(self.thinking(provider, model));
                     if let Some(timeout) = timeout {
                         client = client.connect_timeout(timeout);
                     }
@@ -430,6 +452,7 @@ impl ModelCatalog for Catalog {
                 reasoning_efforts: Vec::new(),
                 input_price: None,
                 cached_input_price: None,
+                cache_write_price: None,
                 output_price: None,
             },
             client: Arc::new(Unusable(why.to_owned())),
@@ -500,39 +523,43 @@ fn retry_policy(config: &ProviderConfig) -> RetryPolicy {
     }
 }
 
-/// A positive, finite number of seconds; anything else means "use the default".
-/// Limits and list prices (USD per million tokens) of a current Claude model.
+/// Limits, list prices (USD per million tokens) and thinking of a current Claude model.
 struct ClaudeModel {
     context_window: u64,
     max_output: u64,
     input: f64,
-    cache_read: f64,
     output: f64,
+    thinking: Thinking,
 }
 
 /// The built-in table, matched on the family prefix so dated snapshots
-/// (`claude-sonnet-4-5-20250929`) find their family. Config overrides every field.
+/// (`claude-sonnet-4-5-20250929`) find their family (more specific prefixes first).
+/// Config overrides every field. Cache reads cost a tenth of the input price.
 fn claude_defaults(model: &str) -> Option<ClaudeModel> {
-    let table: [(&str, u64, f64, f64); 6] = [
-        ("claude-opus-4-5", 64_000, 5.0, 25.0),
-        ("claude-opus-4", 32_000, 15.0, 75.0),
-        ("claude-sonnet-4", 64_000, 3.0, 15.0),
-        ("claude-haiku-4-5", 64_000, 1.0, 5.0),
-        ("claude-3-7-sonnet", 64_000, 3.0, 15.0),
-        ("claude-3-5-haiku", 8_192, 0.8, 4.0),
+    use Thinking::{Adaptive, Budget};
+    let table: [(&str, u64, f64, f64, Thinking); 8] = [
+        ("claude-opus-4-6", 64_000, 5.0, 25.0, Adaptive),
+        ("claude-sonnet-4-6", 64_000, 3.0, 15.0, Adaptive),
+        ("claude-opus-4-5", 64_000, 5.0, 25.0, Budget),
+        ("claude-opus-4", 32_000, 15.0, 75.0, Budget),
+        ("claude-sonnet-4", 64_000, 3.0, 15.0, Budget),
+        ("claude-haiku-4-5", 64_000, 1.0, 5.0, Budget),
+        ("claude-3-7-sonnet", 64_000, 3.0, 15.0, Budget),
+        ("claude-3-5-haiku", 8_192, 0.8, 4.0, Thinking::None),
     ];
     table
         .iter()
         .find(|(prefix, ..)| model.starts_with(prefix))
-        .map(|&(_, max_output, input, output)| ClaudeModel {
+        .map(|&(_, max_output, input, output, thinking)| ClaudeModel {
             context_window: 200_000,
             max_output,
             input,
-            cache_read: input / 10.0,
             output,
+            thinking,
         })
 }
 
+/// A positive, finite number of seconds; anything else means "use the default".
 fn positive_secs(secs: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(secs)
         .ok()
@@ -552,7 +579,9 @@ fn bare_provider(kind: ProviderKind) -> ProviderConfig {
         reasoning_efforts: None,
         input_price: None,
         cached_input_price: None,
+        cache_write_price: None,
         output_price: None,
+        thinking: None,
         models: BTreeMap::new(),
         include_usage: None,
         max_retries: None,

@@ -123,6 +123,7 @@ async fn events_come_in_order() {
             ModelEvent::Usage(TurnUsage {
                 input_tokens: 10,
                 cached_input_tokens: 4,
+                cache_write_input_tokens: 0,
                 output_tokens: 5,
                 reasoning_tokens: 1,
             }),

@@ -528,6 +528,8 @@ impl EventParser {
                 // `cached_tokens` is part of `input_tokens` already.
                 input_tokens: count("/input_tokens"),
                 cached_input_tokens: count("/input_tokens_details/cached_tokens"),
+                // Some servers (GitHub Copilot's) also say what was written to the cache.
+                cache_write_input_tokens: count("/input_tokens_details/cache_write_tokens"),
                 output_tokens: count("/output_tokens"),
                 reasoning_tokens: count("/output_tokens_details/reasoning_tokens"),
             }),

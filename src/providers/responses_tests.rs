@@ -147,6 +147,7 @@ async fn recorded_streams_give_what_expected_json_says() {
                 events.contains(&Ok(ModelEvent::Usage(TurnUsage {
                     input_tokens: count("/input_tokens"),
                     cached_input_tokens: count("/input_tokens_details/cached_tokens"),
+                    cache_write_input_tokens: 0,
                     output_tokens: count("/output_tokens"),
                     reasoning_tokens: count("/output_tokens_details/reasoning_tokens"),
                 }))),
@@ -243,6 +244,7 @@ async fn parallel_calls_by_output_index_with_rotating_ids() {
                 Ok(ModelEvent::Usage(TurnUsage {
                     input_tokens: 10,
                     cached_input_tokens: 4,
+                    cache_write_input_tokens: 0,
                     output_tokens: 7,
                     reasoning_tokens: 3,
                 })),
@@ -272,6 +274,7 @@ async fn incomplete_failed_and_cut_streams() {
         assert!(events.contains(&Ok(ModelEvent::Usage(TurnUsage {
             input_tokens: 5,
             cached_input_tokens: 0,
+            cache_write_input_tokens: 0,
             output_tokens: 9,
             reasoning_tokens: 0,
         }))));

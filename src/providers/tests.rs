@@ -94,6 +94,7 @@ fn model_info_defaults_and_overrides() {
             reasoning_efforts: vec!["low".into(), "high".into()],
             input_price: Some(3.0),
             cached_input_price: None,
+            cache_write_price: None,
             output_price: Some(15.0),
         }
     );
@@ -419,7 +420,36 @@ async fn built_in_anthropic_provider() {
     assert_eq!(keyed.info.max_output_tokens, 64_000);
     assert_eq!(keyed.info.input_price, Some(3.0));
     assert_eq!(keyed.info.cached_input_price, Some(0.3));
-    assert!(keyed.info.reasoning_efforts.is_empty());
+    assert_eq!(keyed.info.cache_write_price, Some(3.75));
+    // Sonnet 4.5 thinks within a budget; 4.6 adaptively, with `max` too; 3.5 Haiku not.
+    assert_eq!(keyed.info.reasoning_efforts, ["low", "medium", "high"]);
+    let adaptive = catalog("", &[])
+        .resolve("anthropic/claude-opus-4-6", None)
+        .unwrap();
+    assert_eq!(
+        adaptive.info.reasoning_efforts,
+        ["low", "medium", "high", "max"]
+    );
+    assert_eq!(adaptive.info.input_price, Some(5.0));
+    let plain = catalog("", &[])
+        .resolve("anthropic/claude-3-5-haiku-latest", None)
+        .unwrap();
+    assert!(plain.info.reasoning_efforts.is_empty());
+    // A table of the config says how a model it knows takes efforts, and what they cost.
+    let told = catalog(
+        "[providers.claude]\nkind = \"anthropic\"\napi_key = \"k\"\ncache = \"1h\"\n\
+         [providers.claude.models.house-model]\nthinking = \"adaptive\"\n\
+         cache_write_price = 9.0\n",
+        &[],
+    );
+    let house = told.resolve("claude/house-model", None).unwrap();
+    assert_eq!(
+        house.info.reasoning_efforts,
+        ["low", "medium", "high", "max"]
+    );
+    assert_eq!(house.info.cache_write_price, Some(9.0));
+    let hour = told.resolve("claude/claude-sonnet-4-5", None).unwrap();
+    assert_eq!(hour.info.cache_write_price, Some(6.0));
 
     // OpenAI stays first when both keys are set.
     let both = catalog("", &[("ANTHROPIC_API_KEY", "a"), ("OPENAI_API_KEY", "o")])

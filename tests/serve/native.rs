@@ -374,3 +374,46 @@ fn the_built_in_openai_provider_speaks_responses() {
     assert_eq!(request.body["model"], "gpt-5.5");
     assert_eq!(request.body["reasoning"]["summary"], "auto");
 }
+
+#[test]
+fn a_known_claude_thinks_by_effort_and_its_cache_writes_are_counted_and_priced() {
+    let model = MockModel::start();
+    let home = Home::new();
+    let url = model.base_url();
+    home.write_config(&format!(
+        "model = \"claude/claude-sonnet-4-5\"\n\
+         [providers.claude]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key = \"k\"\n"
+    ));
+    let mut events = vec![json!({"type": "message_start", "message": {"id": "msg_1",
+        "role": "assistant", "content": [], "usage": {"input_tokens": 1000,
+        "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 4000,
+        "output_tokens": 1}}})];
+    events.extend(anthropic_text(0, "Hi."));
+    events.push(
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+        "usage": {"output_tokens": 100}}),
+    );
+    events.push(json!({"type": "message_stop"}));
+    model.push(messages_sse(&events));
+    let mut serve = Serve::ready(&home);
+    serve.user("hi");
+    let events = serve.until_ready();
+    let request = &model.wait_requests(1)[0];
+    assert_eq!(request.body["max_tokens"], 64000);
+    assert_eq!(
+        request.body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16384})
+    );
+    let usage = events.iter().find(|e| e["type"] == "usage").unwrap();
+    assert_eq!(usage["input_tokens"], 7000);
+    assert_eq!(usage["cached_input_tokens"], 2000);
+    assert_eq!(usage["cache_write_input_tokens"], 4000);
+    let context = events
+        .iter()
+        .find(|e| e["type"] == "context_usage")
+        .unwrap();
+    // Sonnet 4.5: $3 input, $0.30 cache read, $3.75 cache write, $15 output.
+    let expected = (1000.0 * 3.0 + 2000.0 * 0.3 + 4000.0 * 3.75 + 100.0 * 15.0) / 1e6;
+    let cost = context["cost"].as_f64().unwrap();
+    assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
+}

@@ -277,6 +277,8 @@ pub struct ModelInfo {
     /// USD per million tokens; `None` when unpriced (cost then stays 0).
     pub input_price: Option<f64>,
     pub cached_input_price: Option<f64>,
+    /// Writing the prompt cache (Anthropic's `cache_creation_input_tokens`).
+    pub cache_write_price: Option<f64>,
     pub output_price: Option<f64>,
 }
 
