@@ -190,15 +190,16 @@ pub(crate) fn request_body(request: &ChatRequest) -> Value {
         body.insert("tool_choice".into(), json!("auto"));
         body.insert("parallel_tool_calls".into(), json!(true));
     }
+    body.insert("store".into(), json!(false));
     if let Some(effort) = &request.reasoning_effort {
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
         );
+        // Reasoning is carried between turns only as these encrypted items. Models that
+        // do not reason refuse the option, so it goes with `reasoning` (as codex does).
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
-    body.insert("store".into(), json!(false));
-    // Reasoning is carried between turns only as these encrypted items.
-    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     body.insert("stream".into(), json!(true));
     if let Some(key) = &request.cache_key {
         body.insert("prompt_cache_key".into(), json!(key));
@@ -488,6 +489,13 @@ impl EventParser {
             // Reasoning (with the `.done` item's `encrypted_content`, which differs from
             // the `.added` one) and items we do not know: kept and resent, without the
             // ids and status that only mean something to a server that stores them.
+            // Without its encrypted content (not asked for) a reasoning item means
+            // nothing to a server that stores nothing: not kept.
+            "reasoning"
+                if item
+                    .get("encrypted_content")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty) => {}
             _ => {
                 if let Value::Object(map) = item {
                     let mut map = map.clone();
