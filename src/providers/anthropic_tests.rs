@@ -475,13 +475,35 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
             text: format!("question {turn}"),
             images: Vec::new(),
         });
-        let request = ChatRequest::from_messages(
+        let mut request = ChatRequest::from_messages(
             "claude-x",
             "System prompt.",
             messages.clone(),
             vec![tool("read_file")],
         );
-        let body = request_body(&request, &shape(4096, CacheSetting::FiveMinutes));
+        request.provider = "anthropic".into();
+        request.reasoning_effort = Some("medium".into());
+        let thinking = Shape {
+            thinking: Thinking::Budget,
+            ..shape(4096, CacheSetting::FiveMinutes)
+        };
+        let body = request_body(&request, &thinking);
+        // Every earlier reply's signed thinking is there, verbatim, before its call.
+        for earlier in 0..turn {
+            let block = json!({"type": "thinking", "thinking": format!("think {earlier}"),
+                "signature": format!("sig{earlier}")});
+            let assistant = body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| {
+                    m["content"]
+                        .to_string()
+                        .contains(&format!("answer {earlier}\""))
+                })
+                .unwrap();
+            assert_eq!(assistant["content"][0], block, "turn {turn}");
+        }
         if let Some(previous) = &previous {
             // What the previous request cached ends at its last breakpoint, on its
             // last message block; without that marker it must reappear unchanged.
@@ -506,14 +528,21 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
                     "turn {turn}: message {index} changed"
                 );
             }
-            for key in ["model", "system", "tools"] {
+            for key in ["model", "system", "tools", "thinking"] {
                 assert_eq!(previous[key].to_string(), body[key].to_string(), "{key}");
             }
         }
         let encoded = body.to_string();
         previous = Some(encoded);
+        let block = json!({"type": "thinking", "thinking": format!("think {turn}"),
+            "signature": format!("sig{turn}")});
         messages.push(Message::Assistant {
-            provider_items: None,
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items: vec![kept(0, block)],
+            })),
             text: format!("answer {turn}"),
             reasoning: String::new(),
             tool_calls: if turn % 3 == 0 {
