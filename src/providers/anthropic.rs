@@ -593,10 +593,11 @@ impl EventParser {
                     out.push(ModelEvent::ToolCall(finished_call(call)));
                 }
                 if let Some(kept) = self.kept.remove(&index) {
-                    out.push(ModelEvent::ProviderItem {
-                        api: API,
-                        json: kept.finish(),
-                    });
+                    let json = kept.finish();
+                    if let Some(notice) = server_tool_notice(&json) {
+                        out.push(ModelEvent::Notice(notice));
+                    }
+                    out.push(ModelEvent::ProviderItem { api: API, json });
                 }
             }
             "message_delta" => {
@@ -701,6 +702,21 @@ impl EventParser {
             self.output_tokens = n;
         }
     }
+}
+
+/// What the user is shown of a server tool call (run by Anthropic, never by jucode):
+/// its name and input.
+fn server_tool_notice(block: &str) -> Option<String> {
+    let block: Value = serde_json::from_str(block).ok()?;
+    if str_of(block.get("type")) != "server_tool_use" {
+        return None;
+    }
+    let input = block.get("input").map(Value::to_string).unwrap_or_default();
+    Some(format!(
+        "{} (run by the provider): {}",
+        str_of(block.get("name")),
+        super::truncate(&input, 300)
+    ))
 }
 
 fn finished_call(call: OpenCall) -> ToolCall {

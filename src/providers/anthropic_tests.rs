@@ -850,6 +850,17 @@ async fn thinking_server_and_unknown_blocks_are_kept_whole_in_order() {
             })
             .collect();
         assert_eq!(order, ["item", "item", "item", "item", "call", "item"]);
+        let notices: Vec<&ModelEvent> = events
+            .iter()
+            .flatten()
+            .filter(|event| matches!(event, ModelEvent::Notice(_)))
+            .collect();
+        assert_eq!(
+            notices,
+            [&ModelEvent::Notice(
+                "web_search (run by the provider): {\"query\":\"x\"}".into()
+            )]
+        );
     }
 }
 

@@ -184,6 +184,19 @@ fn pause_turn_continues_within_the_same_turn() {
         .filter(|e| e["type"] == "status" && e["message"] == "ready")
         .count();
     assert_eq!(readies, 1, "{events:#?}");
+    // The server tool is shown, never run by jucode.
+    let info = events
+        .iter()
+        .find(|e| e["type"] == "info")
+        .expect("an info for the server tool");
+    assert_eq!(
+        info["message"],
+        "web_search (run by the provider): {\"query\":\"rust\"}"
+    );
+    assert!(
+        !events.iter().any(|e| e["type"] == "tool_start"),
+        "{events:#?}"
+    );
     let second = &model.wait_requests(2)[1];
     let messages = second.body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2, "{messages:#?}");
@@ -225,7 +238,8 @@ fn a_session_moves_from_messages_to_responses_to_chat_completions() {
     let (model, home) = setup();
     let url = model.base_url();
     home.append_config(&format!(
-        "[providers.resp]\nkind = \"openai-responses\"\nbase_url = \"{url}\"\napi_key = \"k\"\n"
+        "[providers.resp]\nkind = \"openai-responses\"\nbase_url = \"{url}\"\napi_key = \"k\"\n\
+         reasoning_efforts = [\"low\", \"medium\", \"high\"]\n"
     ));
     std::fs::write(home.path().join("notes.txt"), "alpha\n").unwrap();
     // Messages: signed thinking and a call.
@@ -281,6 +295,10 @@ fn a_session_moves_from_messages_to_responses_to_chat_completions() {
     let (first, second) = (&requests[2], &requests[3]);
     assert!(first.path.ends_with("/responses"), "{}", first.path);
     assert_eq!(first.body["store"], json!(false));
+    assert_eq!(
+        first.body["reasoning"],
+        json!({"effort": "medium", "summary": "auto"})
+    );
     assert_eq!(
         first.body["include"],
         json!(["reasoning.encrypted_content"])

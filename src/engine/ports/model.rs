@@ -189,6 +189,9 @@ pub enum ModelEvent {
         api: &'static str,
         json: String,
     },
+    /// Something the provider did that the user should see but the engine does not act
+    /// on (a server tool Anthropic ran): shown as an `info`.
+    Notice(String),
     Usage(TurnUsage),
     /// The reply is complete; nothing follows.
     Finished(FinishReason),

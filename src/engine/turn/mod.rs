@@ -652,6 +652,10 @@ impl TurnContext {
                     }
                 }
                 ModelEvent::ToolCall(call) => reply.tool_calls.push(call),
+                ModelEvent::Notice(text) => {
+                    reply.shown = true;
+                    self.emit(Event::info(text)).await;
+                }
                 ModelEvent::ProviderItem { api, json } => {
                     reply.items_api = Some(api);
                     reply.items.push(ProviderItem {
