@@ -437,6 +437,10 @@ impl ModelCatalog for Catalog {
             retry: retry_policy(&provider.config),
             state,
             notice: None,
+            context_from_usage: matches!(
+                provider.config.kind,
+                ProviderKind::Anthropic | ProviderKind::OpenaiResponses
+            ),
         })
     }
 
@@ -459,6 +463,7 @@ impl ModelCatalog for Catalog {
             retry: RetryPolicy::default(),
             state: ModelState::InvalidConfig,
             notice: None,
+            context_from_usage: false,
         }
     }
 

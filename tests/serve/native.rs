@@ -291,6 +291,16 @@ fn a_session_moves_from_messages_to_responses_to_chat_completions() {
     serve.user("again");
     let events = serve.until_ready();
     assert!(!events.iter().any(|e| e["type"] == "error"), "{events:#?}");
+    let context = events
+        .iter()
+        .find(|e| e["type"] == "context_usage")
+        .unwrap();
+    assert_eq!(context["tokenizer"], "provider+o200k");
+    // 20 counted by Responses for the last request, plus the reply since.
+    assert!(
+        (21..40).contains(&context["tokens"].as_u64().unwrap()),
+        "{context}"
+    );
     let requests = model.wait_requests(4);
     let (first, second) = (&requests[2], &requests[3]);
     assert!(first.path.ends_with("/responses"), "{}", first.path);
@@ -349,6 +359,12 @@ fn a_session_moves_from_messages_to_responses_to_chat_completions() {
     serve.user("last time");
     let events = serve.until_ready();
     assert!(!events.iter().any(|e| e["type"] == "error"), "{events:#?}");
+    // Chat Completions servers' usage is not trusted for the context: estimated.
+    let context = events
+        .iter()
+        .find(|e| e["type"] == "context_usage")
+        .unwrap();
+    assert_eq!(context["tokenizer"], "o200k");
     let last = &model.wait_requests(5)[4];
     assert!(last.path.ends_with("/chat/completions"), "{}", last.path);
     let body = last.body.to_string();
@@ -430,6 +446,11 @@ fn a_known_claude_thinks_by_effort_and_its_cache_writes_are_counted_and_priced()
         .iter()
         .find(|e| e["type"] == "context_usage")
         .unwrap();
+    // The context starts from the provider's own count of the prompt, plus an estimate
+    // of the reply added since.
+    assert_eq!(context["tokenizer"], "provider+o200k");
+    let tokens = context["tokens"].as_u64().unwrap();
+    assert!((7001..7020).contains(&tokens), "{context}");
     // Sonnet 4.5: $3 input, $0.30 cache read, $3.75 cache write, $15 output.
     let expected = (1000.0 * 3.0 + 2000.0 * 0.3 + 4000.0 * 3.75 + 100.0 * 15.0) / 1e6;
     let cost = context["cost"].as_f64().unwrap();

@@ -13,6 +13,10 @@ use crate::protocol::TurnUsage;
 
 pub const TOKENIZER: &str = "o200k";
 
+/// `context_usage.tokenizer` when the count starts from the provider's own usage of the
+/// last request, with only what was added since counted by o200k.
+pub const MEASURED: &str = "provider+o200k";
+
 /// Per-message framing tokens (role, separators), as OpenAI documents for chat models.
 const PER_MESSAGE: u64 = 3;
 /// A typical image at high detail; providers bill images by tiles, not by bytes.

@@ -319,6 +319,10 @@ pub struct ResolvedModel {
     pub state: ModelState,
     /// Shown once in the startup batch (for example: "this is the offline demo").
     pub notice: Option<String>,
+    /// The provider's usage counts every prompt token exactly (Messages, Responses):
+    /// `context_usage` then starts from the last request's real count and estimates
+    /// only what was added since.
+    pub context_from_usage: bool,
 }
 
 impl ResolvedModel {

@@ -109,6 +109,8 @@ struct Reply {
     items_api: Option<&'static str>,
     usage: TurnUsage,
     finish: Option<FinishReason>,
+    /// The last entry of the request this reply answers.
+    tail: Option<EntryId>,
     /// True once any delta reached the client: from then on a failure cannot be retried
     /// transparently.
     shown: bool,
@@ -204,6 +206,7 @@ impl TurnContext {
             }
             usage.add(&reply.usage);
             self.count_usage(&reply.usage).await;
+            self.measured(&reply);
             self.make_call_ids_unique(&mut reply.tool_calls);
             let calls = reply.tool_calls.clone();
             let plan_ids: HashMap<String, String> = reply
@@ -459,7 +462,10 @@ impl TurnContext {
         loop {
             let mut reply = Reply::default();
             let err = match self.attempt(&request, &mut reply).await {
-                Ok(()) => return (reply, None),
+                Ok(()) => {
+                    reply.tail = request.conversation.last().map(|entry| entry.id.clone());
+                    return (reply, None);
+                }
                 Err(AttemptError::Interrupted) => return (reply, Some(TurnEnd::Interrupted)),
                 Err(AttemptError::Model(err)) => err,
             };
@@ -532,6 +538,24 @@ impl TurnContext {
             tools.push(propose_plan_spec());
         }
         tools
+    }
+
+    /// Remembers the real size of the prompt just answered, for `context_usage`.
+    fn measured(&self, reply: &Reply) {
+        let (Some(tail), true) = (&reply.tail, self.track.is_main()) else {
+            return;
+        };
+        if reply.usage.input_tokens == 0 {
+            return;
+        }
+        let measured = super::shared::Measured {
+            provider: self.model.provider.clone(),
+            model: self.model.model.clone(),
+            tail: tail.clone(),
+            tokens: reply.usage.input_tokens,
+        };
+        self.emitter
+            .change(|shared| shared.measured = Some(measured));
     }
 
     /// Renames the calls whose id this session has used already (see
