@@ -221,7 +221,15 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
     body.insert("model".into(), json!(request.model));
     body.insert("max_tokens".into(), json!(shape.max_tokens));
     body.insert("stream".into(), json!(true));
-    if let Some(effort) = &request.reasoning_effort {
+    let mut messages = conversation(request);
+    // The API wants a tool loop that runs with thinking on to have begun with a
+    // thinking block; one that began without (on another model, before a restart)
+    // finishes without thinking.
+    let effort = request
+        .reasoning_effort
+        .as_ref()
+        .filter(|_| !unthought_tool_loop(&messages));
+    if let Some(effort) = effort {
         match shape.thinking {
             Thinking::Adaptive => {
                 body.insert("thinking".into(), json!({"type": "adaptive"}));
@@ -262,7 +270,6 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
         }
         body.insert("tools".into(), Value::Array(tools));
     }
-    let mut messages = conversation(request);
     // Thinking blocks take no breakpoint (the API refuses one there).
     if cache
         && let Some(block) = messages
@@ -275,6 +282,28 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
     }
     body.insert("messages".into(), Value::Array(messages));
     Value::Object(body)
+}
+
+/// Whether the conversation ends in a tool loop (an assistant turn with `tool_use`, then
+/// the user turn of its results) whose assistant turn does not start with thinking.
+fn unthought_tool_loop(messages: &[Value]) -> bool {
+    let [.., assistant, results] = messages else {
+        return false;
+    };
+    let blocks = |message: &Value| message["content"].as_array().cloned().unwrap_or_default();
+    let types = |message: &Value| -> Vec<String> {
+        blocks(message)
+            .iter()
+            .map(|block| str_of(block.get("type")).to_owned())
+            .collect()
+    };
+    let (calls, answers) = (types(assistant), types(results));
+    assistant["role"] == "assistant"
+        && calls.iter().any(|kind| kind == "tool_use")
+        && answers.first().is_some_and(|kind| kind == "tool_result")
+        && !calls
+            .first()
+            .is_some_and(|kind| kind == "thinking" || kind == "redacted_thinking")
 }
 
 /// The thinking budget of an effort on a model that takes `budget_tokens`: at least the

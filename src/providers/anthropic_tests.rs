@@ -1043,3 +1043,44 @@ fn an_hour_long_cache_marks_every_breakpoint_with_its_ttl() {
     assert_eq!(body["tools"][0]["cache_control"], hour);
     assert_eq!(body["messages"][0]["content"][0]["cache_control"], hour);
 }
+
+#[test]
+fn a_tool_loop_that_began_without_thinking_finishes_without_it() {
+    let thinking = json!({"type": "thinking", "thinking": "t", "signature": "s"});
+    let loop_of = |items: Vec<ProviderItem>| {
+        let mut messages = vec![Message::User {
+            text: "read".into(),
+            images: vec![],
+        }];
+        messages.push(Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![call("t1")],
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items,
+            })),
+        });
+        messages.push(Message::Tool {
+            call_id: "t1".into(),
+            name: "read_file".into(),
+            output: "x".into(),
+            is_error: false,
+        });
+        let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+        request.provider = "anthropic".into();
+        request.reasoning_effort = Some("high".into());
+        let shape = Shape {
+            thinking: Thinking::Adaptive,
+            ..shape(64_000, CacheSetting::FiveMinutes)
+        };
+        request_body(&request, &shape)
+    };
+    let signed = loop_of(vec![kept(0, thinking)]);
+    assert_eq!(signed["thinking"], json!({"type": "adaptive"}));
+    let unsigned = loop_of(vec![]);
+    assert!(unsigned.get("thinking").is_none(), "{unsigned}");
+    assert!(unsigned.get("output_config").is_none(), "{unsigned}");
+}
