@@ -646,6 +646,25 @@ async fn recorded_streams_give_what_expected_json_says() {
             .unwrap();
     for (name, want) in expected.as_object().unwrap() {
         let body = std::fs::read_to_string(folder.join(format!("{name}.sse"))).unwrap();
+        // Through the client over loopback, each event sent as recorded: the same events.
+        let (base, server) = crate::providers::tests::serve_events(&body).await;
+        let client = AnthropicClient::new("anthropic", &base).api_key(Some("k".into()));
+        let request = ChatRequest::from_messages(
+            "claude-x",
+            "",
+            vec![Message::User {
+                text: "hi".into(),
+                images: vec![],
+            }],
+            vec![],
+        );
+        let over_http: Vec<_> = client.stream(&request).await.unwrap().collect().await;
+        server.await.unwrap();
+        assert_eq!(
+            over_http,
+            run(body.clone(), body.len().max(1)).await,
+            "{name}"
+        );
         for split in [5, 61, body.len().max(1)] {
             let events = run(body.clone(), split).await;
             let (text, reasoning) = text_of(&events);

@@ -88,6 +88,22 @@ async fn recorded_streams_give_what_expected_json_says() {
             .unwrap();
     for (name, want) in expected.as_object().unwrap() {
         let body = std::fs::read_to_string(folder.join(format!("{name}.sse"))).unwrap();
+        // Through the client over loopback, each event sent as recorded: the same events.
+        let (base, server) = crate::providers::tests::serve_events(&body).await;
+        let client =
+            ResponsesClient::new("openai", &format!("{base}/v1")).api_key(Some("k".into()));
+        let over_http: Vec<_> = client
+            .stream(&request(vec![Message::User {
+                text: "hi".into(),
+                images: vec![],
+            }]))
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        let received = server.await.unwrap();
+        assert!(received.starts_with("POST /v1/responses "), "{received}");
+        assert_eq!(over_http, run(body.clone(), body.len()).await, "{name}");
         for split in [3, 61, 997, body.len()] {
             let events = run(body.clone(), split).await;
             let (text, reasoning) = text_of(&events);

@@ -514,3 +514,50 @@ fn built_in_openai_speaks_responses_and_openai_tables_chat_completions() {
     let custom = catalog.resolve("resp/gpt-5", None).unwrap();
     assert_eq!(custom.state, ModelState::Ready);
 }
+
+/// A loopback HTTP server that answers one request with `body`, one chunk of chunked
+/// transfer encoding per SSE event (each written and flushed on its own, as a server
+/// sends them as they come). Returns the base URL and the request it received.
+pub(crate) async fn serve_events(body: &str) -> (String, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let events: Vec<String> = body.split_inclusive("\n\n").map(str::to_owned).collect();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        socket.set_nodelay(true).unwrap();
+        let mut received = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "client closed before sending the whole request");
+            received.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&received);
+            if let Some(head_end) = text.find("\r\n\r\n") {
+                let length = text[..head_end]
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if received.len() >= head_end + 4 + length {
+                    break;
+                }
+            }
+        }
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        for event in events {
+            let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+            socket.write_all(chunk.as_bytes()).await.unwrap();
+            socket.flush().await.unwrap();
+        }
+        socket.write_all(b"0\r\n\r\n").await.unwrap();
+        socket.shutdown().await.unwrap();
+        String::from_utf8(received).unwrap()
+    });
+    (base, server)
+}
