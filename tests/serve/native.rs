@@ -456,3 +456,109 @@ fn a_known_claude_thinks_by_effort_and_its_cache_writes_are_counted_and_priced()
     let cost = context["cost"].as_f64().unwrap();
     assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
 }
+
+/// `../shared/streams/<api>/<name>.sse` and its `expected.json` entry, when that folder
+/// is beside the checkout (others' recordings are read there, never copied in).
+fn recorded(api: &str, name: &str) -> Option<(String, Value)> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let folder = manifest
+        .ancestors()
+        .map(|dir| dir.join("shared/streams").join(api))
+        .find(|dir| dir.join("expected.json").is_file())?;
+    let body = std::fs::read_to_string(folder.join(format!("{name}.sse"))).ok()?;
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("expected.json")).ok()?).ok()?;
+    Some((body, expected[name].clone()))
+}
+
+#[test]
+fn a_recorded_reply_with_two_signed_thinking_blocks_is_resent_verbatim() {
+    let Some((body, want)) = recorded("anthropic", "aibridge_sonnet4_two_thinking_tool") else {
+        eprintln!("skipped: no shared/streams/anthropic beside the checkout");
+        return;
+    };
+    let (model, home) = setup();
+    model.push(Reply::Sse(vec![Step::Raw(body)]));
+    model.push(anthropic_reply(
+        vec![anthropic_text(0, "Done.")],
+        "end_turn",
+    ));
+    let mut serve = Serve::ready(&home);
+    serve.user("read foo");
+    let events = serve.until_ready();
+    let reasoning: String = events
+        .iter()
+        .filter(|e| e["type"] == "reasoning_delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    let thinking = want["thinking"].as_array().unwrap();
+    let texts: Vec<&str> = thinking
+        .iter()
+        .map(|t| t["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasoning, texts.concat());
+    let second = &model.wait_requests(2)[1];
+    let content = content(second, 1);
+    let blocks = content.as_array().unwrap();
+    assert_eq!(blocks.len(), 3, "{content}");
+    for (block, want) in blocks.iter().zip(thinking) {
+        assert_eq!(block["type"], "thinking");
+        assert_eq!(block["thinking"], want["text"]);
+        assert_eq!(
+            block["signature"].as_str().unwrap().len() as u64,
+            want["signature_len"].as_u64().unwrap()
+        );
+    }
+    let call = &want["tool_calls"][0];
+    assert_eq!(blocks[2]["type"], "tool_use");
+    assert_eq!(blocks[2]["id"], call["id"]);
+    assert_eq!(blocks[2]["input"], call["input"]);
+}
+
+#[test]
+fn a_recorded_reasoning_item_goes_back_before_its_call() {
+    let Some((body, want)) = recorded("responses", "vercel_gpt51codexmax_reasoning_tool") else {
+        eprintln!("skipped: no shared/streams/responses beside the checkout");
+        return;
+    };
+    let model = MockModel::start();
+    let home = Home::new();
+    model.push(Reply::Sse(vec![Step::Raw(body)]));
+    model.push(responses_text("The product is 570."));
+    let mut serve = Serve::builder(&home)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &model.base_url())
+        .start();
+    serve.skip_startup();
+    serve.user("compute");
+    let events = serve.until_ready();
+    let reasoning: String = events
+        .iter()
+        .filter(|e| e["type"] == "reasoning_delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasoning, want["reasoning_summary"][0].as_str().unwrap());
+    let second = &model.wait_requests(2)[1];
+    let input = second.body["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output"
+        ]
+    );
+    let encrypted = input[1]["encrypted_content"].as_str().unwrap();
+    assert_eq!(
+        encrypted.len() as u64,
+        want["reasoning_encrypted_len"].as_u64().unwrap()
+    );
+    assert!(input[1].get("id").is_none(), "{}", input[1]);
+    let call = &want["calls"][0];
+    assert_eq!(input[2]["call_id"], call["call_id"]);
+    assert_eq!(input[3]["call_id"], call["call_id"]);
+    let arguments: Value = serde_json::from_str(input[2]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, call["arguments"]);
+}
