@@ -477,6 +477,15 @@ fn a_recorded_reply_with_two_signed_thinking_blocks_is_resent_verbatim() {
         eprintln!("skipped: no shared/streams/anthropic beside the checkout");
         return;
     };
+    // The signatures as recorded, to compare byte for byte.
+    let signatures: Vec<String> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .filter(|event| event["delta"]["type"] == "signature_delta")
+        .map(|event| event["delta"]["signature"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(signatures.len(), 2);
     let (model, home) = setup();
     model.push(Reply::Sse(vec![Step::Raw(body)]));
     model.push(anthropic_reply(
@@ -501,9 +510,10 @@ fn a_recorded_reply_with_two_signed_thinking_blocks_is_resent_verbatim() {
     let content = content(second, 1);
     let blocks = content.as_array().unwrap();
     assert_eq!(blocks.len(), 3, "{content}");
-    for (block, want) in blocks.iter().zip(thinking) {
+    for ((block, want), signature) in blocks.iter().zip(thinking).zip(&signatures) {
         assert_eq!(block["type"], "thinking");
         assert_eq!(block["thinking"], want["text"]);
+        assert_eq!(block["signature"], signature.as_str());
         assert_eq!(
             block["signature"].as_str().unwrap().len() as u64,
             want["signature_len"].as_u64().unwrap()
