@@ -136,7 +136,7 @@ impl ResponsesClient {
             if !(200..300).contains(&status) {
                 let retry_after = retry_after(response.headers(), SystemTime::now());
                 let body = read_capped(response).await;
-                return Err(classify_status(status, retry_after, &body));
+                return Err(status_error(status, retry_after, &body));
             }
             Ok(reply(response.bytes_stream()))
         }
@@ -162,6 +162,21 @@ impl ModelClient for ResponsesClient {
                 let _ = http_client(timeout, tls);
             });
     }
+}
+
+/// A non-2xx answer. A used-up quota comes as a 429 like a rate limit, but waiting does
+/// not help: it is not retried.
+pub(crate) fn status_error(status: u16, retry_after: Option<Duration>, body: &str) -> ModelError {
+    let mut error = classify_status(status, retry_after, body);
+    let code = serde_json::from_str::<Value>(body).ok().and_then(|body| {
+        body.pointer("/error/code")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    if code.as_deref() == Some("insufficient_quota") {
+        error.retry = crate::engine::Retry::Never;
+    }
+    error
 }
 
 /// The JSON body of one Responses request.

@@ -556,3 +556,14 @@ async fn a_whole_request_over_loopback() {
     let body: Value = serde_json::from_str(body).unwrap();
     assert_eq!(body["store"], json!(false));
 }
+
+#[test]
+fn a_used_up_quota_is_not_retried_though_it_comes_as_a_429() {
+    let quota = r#"{"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota", "code": "insufficient_quota"}}"#;
+    let error = status_error(429, Some(Duration::from_secs(1)), quota);
+    assert_eq!(error.retry, Retry::Never);
+    assert_eq!(error.message, "HTTP 429: You exceeded your current quota.");
+    let limited = r#"{"error": {"message": "Rate limit reached.", "code": "rate_limit_exceeded"}}"#;
+    let error = status_error(429, Some(Duration::from_secs(1)), limited);
+    assert_eq!(error.retry, Retry::After(Some(Duration::from_secs(1))));
+}
