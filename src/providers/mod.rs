@@ -33,12 +33,18 @@ mod responses;
 pub mod sse;
 
 pub use anthropic::AnthropicClient;
+/// A Messages reply from its body's bytes, for the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use anthropic::reply as messages_reply;
 pub use openai::OpenAiClient;
 /// A Chat Completions reply from its body's bytes, for the fuzz targets (`crate::fuzzing`).
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use openai::sse_reply;
 pub use replay::ReplayClient;
 pub use responses::ResponsesClient;
+/// A Responses reply from its body's bytes, for the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use responses::reply as responses_reply;
 
 const OPENAI: &str = "openai";
 const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
