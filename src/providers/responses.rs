@@ -329,6 +329,8 @@ pub(crate) struct EventParser {
     streamed: BTreeSet<u64>,
     /// The last reasoning part seen, `(output_index, summary_index)`, to separate parts.
     last_part: Option<(u64, u64)>,
+    /// The model refused (a `refusal` part): a completed reply is a refusal stop.
+    refused: bool,
     /// A terminal event arrived: nothing more is read.
     pub(crate) done: bool,
 }
@@ -389,6 +391,9 @@ impl EventParser {
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
+                if event.get("type").and_then(Value::as_str) == Some("response.refusal.delta") {
+                    self.refused = true;
+                }
                 if let Some(index) = index {
                     self.streamed.insert(index);
                 }
@@ -495,6 +500,9 @@ impl EventParser {
                         .into_iter()
                         .flatten()
                     {
+                        if part.get("refusal").is_some() {
+                            self.refused = true;
+                        }
                         let text = part.get("text").or_else(|| part.get("refusal"));
                         push_text(out, text, ModelEvent::TextDelta);
                     }
@@ -541,10 +549,10 @@ impl EventParser {
         self.done = true;
         let usage = response.get("usage").unwrap_or(&Value::Null);
         let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
-        let reason = if reason == FinishReason::Stop && self.call_count > 0 {
-            FinishReason::ToolCalls
-        } else {
-            reason
+        let reason = match reason {
+            FinishReason::Stop if self.call_count > 0 => FinishReason::ToolCalls,
+            FinishReason::Stop if self.refused => FinishReason::ContentFilter,
+            reason => reason,
         };
         vec![
             ModelEvent::Usage(TurnUsage {

@@ -349,6 +349,27 @@ async fn incomplete_failed_and_cut_streams() {
 }
 
 #[tokio::test]
+async fn a_refusal_is_shown_and_ends_as_a_refusal() {
+    let streamed = sse(&[
+        json!({"type": "response.refusal.delta", "output_index": 0, "delta": "I can't help with that."}),
+        completed(json!({"input_tokens": 1, "output_tokens": 1})),
+    ]);
+    let whole = sse(&[
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "message",
+            "role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}}),
+        completed(json!({"input_tokens": 1, "output_tokens": 1})),
+    ]);
+    for (body, text) in [(streamed, "I can't help with that."), (whole, "No.")] {
+        let events = run(body, 64).await;
+        assert_eq!(text_of(&events).0, text);
+        assert_eq!(
+            events.last(),
+            Some(&Ok(ModelEvent::Finished(FinishReason::ContentFilter)))
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_message_sent_only_as_its_finished_item_is_shown() {
     let body = sse(&[
         json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "message",
