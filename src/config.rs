@@ -252,6 +252,9 @@ pub struct ProviderConfig {
     pub output_price: Option<f64>,
     /// How `reasoning_effort` is sent to an Anthropic model (see [`Thinking`]).
     pub thinking: Option<Thinking>,
+    /// Offer an Anthropic model Claude's text editor tool in place of `edit_file` and
+    /// `write_file` (default: the model table's word).
+    pub text_editor: Option<bool>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     /// Ask for `usage` in the last chunk (`stream_options.include_usage`). Some servers
@@ -308,6 +311,7 @@ impl ProviderConfig {
             cache_write_price: own.cache_write_price.or(self.cache_write_price),
             output_price: own.output_price.or(self.output_price),
             thinking: own.thinking.or(self.thinking),
+            text_editor: own.text_editor.or(self.text_editor),
         }
     }
 }
@@ -324,6 +328,7 @@ pub struct ModelConfig {
     pub cache_write_price: Option<f64>,
     pub output_price: Option<f64>,
     pub thinking: Option<Thinking>,
+    pub text_editor: Option<bool>,
 }
 
 /// Whether `url` can be a provider's `base_url`. Anything else is refused rather than

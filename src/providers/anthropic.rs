@@ -59,6 +59,9 @@ pub(crate) struct Shape {
     pub cache: CacheSetting,
     /// How `reasoning_effort` is sent.
     pub thinking: Thinking,
+    /// Offer Claude's text editor client tool in place of jucode's `edit_file` and
+    /// `write_file` (Claude 4 models are trained on it); its calls become theirs.
+    pub text_editor: bool,
 }
 
 impl AnthropicClient {
@@ -76,6 +79,7 @@ impl AnthropicClient {
                 max_tokens: 32_000,
                 cache: CacheSetting::FiveMinutes,
                 thinking: Thinking::None,
+                text_editor: false,
             },
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             unusable: None,
@@ -124,6 +128,13 @@ impl AnthropicClient {
     /// How the model takes `reasoning_effort` (not at all by default).
     pub fn thinking(mut self, thinking: Thinking) -> Self {
         self.shape.thinking = thinking;
+        self
+    }
+
+    /// Whether to offer the text editor tool in place of jucode's edit tools (off by
+    /// default).
+    pub fn text_editor(mut self, text_editor: bool) -> Self {
+        self.shape.text_editor = text_editor;
         self
     }
 
@@ -221,7 +232,11 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
     body.insert("model".into(), json!(request.model));
     body.insert("max_tokens".into(), json!(shape.max_tokens));
     body.insert("stream".into(), json!(true));
-    let mut messages = conversation(request);
+    // Claude's own edit tool, where the model takes it and jucode's edit tools are offered
+    // (not in a chat session, say).
+    let offered = |name: &str| request.tools.iter().any(|tool| tool.name == name);
+    let editor = shape.text_editor && offered(EDIT_FILE) && offered(WRITE_FILE);
+    let mut messages = conversation(request, editor);
     // The API wants a tool loop that runs with thinking on to have begun with a
     // thinking block; one that began without (on another model, before a restart)
     // finishes without thinking.
@@ -257,6 +272,7 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
         let mut tools: Vec<Value> = request
             .tools
             .iter()
+            .filter(|tool| !(editor && [EDIT_FILE, WRITE_FILE].contains(&tool.name.as_str())))
             .map(|tool| {
                 json!({
                     "name": tool.name,
@@ -265,6 +281,9 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
                 })
             })
             .collect();
+        if editor {
+            tools.push(json!({"type": TEXT_EDITOR_TYPE, "name": TEXT_EDITOR}));
+        }
         if cache && let Some(last) = tools.last_mut() {
             last["cache_control"] = breakpoint();
         }
@@ -324,7 +343,7 @@ fn thinking_budget(effort: &str, max_tokens: u64) -> Option<u64> {
 /// The conversation as Messages wants it: alternating `user` and `assistant` turns of
 /// content blocks. Tool results are user content, so a run of them (and a user message
 /// after them) merges into one user turn, as the API requires.
-fn conversation(request: &ChatRequest) -> Vec<Value> {
+fn conversation(request: &ChatRequest, editor: bool) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in request.messages() {
         let (role, blocks) = match message {
@@ -363,7 +382,12 @@ fn conversation(request: &ChatRequest) -> Vec<Value> {
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| json!({}));
-                    blocks.push(json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input}));
+                    let (name, input) = if editor {
+                        as_editor_call(&call.name, input)
+                    } else {
+                        (call.name.clone(), input)
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": wire_id(&call.id), "name": name, "input": input}));
                     blocks.extend(kept(position + 1));
                 }
                 if blocks.is_empty() {
@@ -755,11 +779,77 @@ fn finished_call(call: OpenCall) -> ToolCall {
     } else {
         call.input
     };
+    let (name, arguments) = if call.name == TEXT_EDITOR {
+        from_editor_call(&arguments).unwrap_or((call.name, arguments))
+    } else {
+        (call.name, arguments)
+    };
     ToolCall {
         id: call.id,
-        name: call.name,
+        name,
         arguments,
     }
+}
+
+/// Claude's text editor client tool (Claude 4's version), offered in place of jucode's
+/// edit tools.
+const TEXT_EDITOR: &str = "str_replace_based_edit_tool";
+const TEXT_EDITOR_TYPE: &str = "text_editor_20250728";
+const EDIT_FILE: &str = "edit_file";
+const WRITE_FILE: &str = "write_file";
+const READ_FILE: &str = "read_file";
+
+/// A text editor call as jucode's own: `str_replace` is `edit_file`, `create` is
+/// `write_file`, `view` is `read_file` (a `view_range` as its lines), so the call goes
+/// through the same assessment, approvals, hunks, plan-mode gating and checkpoints.
+/// `None` for what has no counterpart (`insert`) or lacks a field: the call then stays
+/// the editor's, which jucode does not run, and the model reads why.
+fn from_editor_call(arguments: &str) -> Option<(String, String)> {
+    let input: Value = serde_json::from_str(arguments).ok()?;
+    let text = |key: &str| input.get(key).and_then(Value::as_str);
+    let path = text("path")?;
+    let (name, arguments) = match text("command")? {
+        "str_replace" => (
+            EDIT_FILE,
+            json!({"path": path, "old_string": text("old_str")?,
+                "new_string": text("new_str").unwrap_or("")}),
+        ),
+        "create" => (
+            WRITE_FILE,
+            json!({"path": path, "content": text("file_text")?}),
+        ),
+        "view" => {
+            let mut arguments = json!({ "path": path });
+            if let Some([start, end]) = input
+                .get("view_range")
+                .and_then(Value::as_array)
+                .and_then(|range| <&[Value; 2]>::try_from(range.as_slice()).ok())
+            {
+                let start = start.as_u64().filter(|n| *n > 0).unwrap_or(1);
+                arguments["offset"] = json!(start);
+                if let Some(end) = end.as_u64().filter(|end| *end >= start) {
+                    arguments["limit"] = json!(end - start + 1);
+                }
+            }
+            (READ_FILE, arguments)
+        }
+        _ => return None,
+    };
+    Some((name.to_owned(), arguments.to_string()))
+}
+
+/// jucode's edit calls as the text editor's, for a request that offers it in their place:
+/// the model reads back the calls in the shape it made them.
+fn as_editor_call(name: &str, input: Value) -> (String, Value) {
+    let text = |key: &str| input.get(key).cloned().unwrap_or_else(|| json!(""));
+    let editor = match name {
+        EDIT_FILE => json!({"command": "str_replace", "path": text("path"),
+            "old_str": text("old_string"), "new_str": text("new_string")}),
+        WRITE_FILE => json!({"command": "create", "path": text("path"),
+            "file_text": text("content")}),
+        _ => return (name.to_owned(), input),
+    };
+    (TEXT_EDITOR.to_owned(), editor)
 }
 
 /// A call id the Messages API accepts (`[A-Za-z0-9_-]+`). Ids minted by other providers

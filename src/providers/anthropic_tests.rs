@@ -18,6 +18,7 @@ fn shape(max_tokens: u64, cache: CacheSetting) -> Shape {
         max_tokens,
         cache,
         thinking: Thinking::None,
+        text_editor: false,
     }
 }
 
@@ -1021,6 +1022,7 @@ fn efforts_become_adaptive_thinking_a_budget_or_nothing() {
             max_tokens,
             cache: CacheSetting::FiveMinutes,
             thinking,
+            text_editor: false,
         };
         request_body(request, &shape)
     }
@@ -1102,4 +1104,141 @@ fn a_tool_loop_that_began_without_thinking_finishes_without_it() {
     let unsigned = loop_of(vec![]);
     assert!(unsigned.get("thinking").is_none(), "{unsigned}");
     assert!(unsigned.get("output_config").is_none(), "{unsigned}");
+}
+
+fn editor_shape(text_editor: bool) -> Shape {
+    Shape {
+        text_editor,
+        ..shape(1000, CacheSetting::Off)
+    }
+}
+
+#[test]
+fn claude_4_gets_its_text_editor_in_place_of_jucode_s_edit_tools() {
+    let edit = ToolCall {
+        id: "t1".into(),
+        name: "edit_file".into(),
+        arguments: r#"{"path":"a.rs","old_string":"x","new_string":"y"}"#.into(),
+    };
+    let write = ToolCall {
+        id: "t2".into(),
+        name: "write_file".into(),
+        arguments: r#"{"path":"b.rs","content":"fn main() {}\n"}"#.into(),
+    };
+    let messages = vec![
+        Message::User {
+            text: "edit".into(),
+            images: vec![],
+        },
+        Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![edit, write],
+            provider_items: None,
+        },
+    ];
+    let all = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    let request = ChatRequest::from_messages("claude-x", "", messages.clone(), all);
+    let body = request_body(&request, &editor_shape(true));
+    assert_eq!(
+        body["tools"],
+        json!([
+            {"name": "read_file", "description": "read_file tool",
+             "input_schema": {"type": "object", "properties": {}}},
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        ])
+    );
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            {"type": "tool_use", "id": "t1", "name": "str_replace_based_edit_tool",
+             "input": {"command": "str_replace", "path": "a.rs", "old_str": "x", "new_str": "y"}},
+            {"type": "tool_use", "id": "t2", "name": "str_replace_based_edit_tool",
+             "input": {"command": "create", "path": "b.rs", "file_text": "fn main() {}\n"}},
+        ])
+    );
+    // Not for a model without it, nor where jucode's edit tools are not offered.
+    let plain = request_body(&request, &editor_shape(false));
+    assert!(!plain.to_string().contains("str_replace_based_edit_tool"));
+    let chat = ChatRequest::from_messages("claude-x", "", messages, vec![tool("read_file")]);
+    let body = request_body(&chat, &editor_shape(true));
+    assert!(!body.to_string().contains("str_replace_based_edit_tool"));
+}
+
+#[tokio::test]
+async fn text_editor_calls_become_jucode_s_own() {
+    let editor_call = |index: u64, id: &str, input: Value| {
+        let mut events = vec![block_start(
+            index,
+            json!({"type": "tool_use", "id": id, "name": "str_replace_based_edit_tool", "input": {}}),
+        )];
+        events.push(delta(
+            index,
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+        ));
+        events.push(stop(index));
+        events
+    };
+    let mut events = vec![start(1, 0, 0)];
+    events.extend(editor_call(
+        0,
+        "t1",
+        json!({"command": "str_replace", "path": "a.rs", "old_str": "x", "new_str": "y"}),
+    ));
+    events.extend(editor_call(
+        1,
+        "t2",
+        json!({"command": "create", "path": "b.rs", "file_text": "hi\n"}),
+    ));
+    events.extend(editor_call(
+        2,
+        "t3",
+        json!({"command": "view", "path": "a.rs", "view_range": [3, 5]}),
+    ));
+    events.extend(editor_call(
+        3,
+        "t4",
+        json!({"command": "view", "path": "a.rs", "view_range": [3, -1]}),
+    ));
+    events.extend(editor_call(
+        4,
+        "t5",
+        json!({"command": "insert", "path": "a.rs", "insert_line": 1, "insert_text": "z"}),
+    ));
+    events.push(message_delta("tool_use", json!({"output_tokens": 9})));
+    events.push(message_stop());
+    let events = run(sse(&events), 64).await;
+    let calls: Vec<(String, Value)> = events
+        .iter()
+        .flatten()
+        .filter_map(|event| match event {
+            ModelEvent::ToolCall(call) => Some((
+                call.name.clone(),
+                serde_json::from_str(&call.arguments).unwrap(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (
+                "edit_file".to_owned(),
+                json!({"path": "a.rs", "old_string": "x", "new_string": "y"})
+            ),
+            (
+                "write_file".to_owned(),
+                json!({"path": "b.rs", "content": "hi\n"})
+            ),
+            (
+                "read_file".to_owned(),
+                json!({"path": "a.rs", "offset": 3, "limit": 3})
+            ),
+            ("read_file".to_owned(), json!({"path": "a.rs", "offset": 3})),
+            (
+                "str_replace_based_edit_tool".to_owned(),
+                json!({"command": "insert", "path": "a.rs", "insert_line": 1, "insert_text": "z"})
+            ),
+        ]
+    );
 }

@@ -339,7 +339,14 @@ impl Catalog {
                         .headers(&config.headers)
                         .max_tokens(max_tokens)
                         .cache(config.cache.unwrap_or(CacheSetting::FiveMinutes))
-                        .thinking(self.thinking(provider, model));
+                        .thinking(self.thinking(provider, model))
+                        .text_editor(
+                            config
+                                .model_settings(model)
+                                .text_editor
+                                .or_else(|| claude_defaults(model).map(|known| known.text_editor))
+                                .unwrap_or(false),
+                        );
                     if let Some(timeout) = timeout {
                         client = client.connect_timeout(timeout);
                     }
@@ -541,6 +548,8 @@ struct ClaudeModel {
     input: f64,
     output: f64,
     thinking: Thinking,
+    /// Trained on the text editor tool `text_editor_20250728` (Claude 4 and later).
+    text_editor: bool,
 }
 
 /// The built-in table, matched on the family prefix so dated snapshots
@@ -561,13 +570,16 @@ fn claude_defaults(model: &str) -> Option<ClaudeModel> {
     table
         .iter()
         .find(|(prefix, ..)| model.starts_with(prefix))
-        .map(|&(_, max_output, input, output, thinking)| ClaudeModel {
-            context_window: 200_000,
-            max_output,
-            input,
-            output,
-            thinking,
-        })
+        .map(
+            |&(prefix, max_output, input, output, thinking)| ClaudeModel {
+                context_window: 200_000,
+                max_output,
+                input,
+                output,
+                thinking,
+                text_editor: !prefix.starts_with("claude-3"),
+            },
+        )
 }
 
 /// A positive, finite number of seconds; anything else means "use the default".
@@ -593,6 +605,7 @@ fn bare_provider(kind: ProviderKind) -> ProviderConfig {
         cache_write_price: None,
         output_price: None,
         thinking: None,
+        text_editor: None,
         models: BTreeMap::new(),
         include_usage: None,
         max_retries: None,

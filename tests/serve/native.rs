@@ -572,3 +572,60 @@ fn a_recorded_reasoning_item_goes_back_before_its_call() {
     let arguments: Value = serde_json::from_str(input[2]["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(arguments, call["arguments"]);
 }
+
+#[test]
+fn claude_s_text_editor_edits_through_jucode_s_edit_file() {
+    let model = MockModel::start();
+    let home = Home::new();
+    let url = model.base_url();
+    home.write_config(&format!(
+        "model = \"claude/claude-sonnet-4-5\"\napproval_mode = \"auto-edit\"\n\
+         [providers.claude]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key = \"k\"\n"
+    ));
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let input = json!({"command": "str_replace", "path": "notes.txt", "old_str": "beta",
+        "new_str": "gamma"});
+    model.push(anthropic_reply(
+        vec![block(
+            0,
+            json!({"type": "tool_use", "id": "toolu_e", "name": "str_replace_based_edit_tool", "input": {}}),
+            &[json!({"type": "input_json_delta", "partial_json": input.to_string()})],
+        )],
+        "tool_use",
+    ));
+    model.push(anthropic_reply(
+        vec![anthropic_text(0, "Edited.")],
+        "end_turn",
+    ));
+    let mut serve = Serve::builder(&home).cwd(project.path()).start();
+    serve.skip_startup();
+    serve.user("replace beta");
+    let events = serve.until_ready();
+    let start = events.iter().find(|e| e["type"] == "tool_start").unwrap();
+    assert_eq!(start["name"], "edit_file", "{start}");
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["is_error"], false, "{output}");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
+    let requests = model.wait_requests(2);
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["type"] == "text_editor_20250728"
+                && t["name"] == "str_replace_based_edit_tool"),
+        "{tools:?}"
+    );
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t["name"] == "edit_file" || t["name"] == "write_file")
+    );
+    // The model reads its call back as it made it.
+    let call = &content(&requests[1], 1)[0];
+    assert_eq!(call["name"], "str_replace_based_edit_tool");
+    assert_eq!(call["input"], input);
+}
