@@ -223,6 +223,17 @@ impl Catalog {
             settings.cache_write_price = settings.cache_write_price.or(Some(known.input * write));
             settings.output_price = settings.output_price.or(Some(known.output));
         }
+        let openai = matches!(
+            provider.config.kind,
+            ProviderKind::Openai | ProviderKind::OpenaiResponses
+        );
+        if openai && let Some(known) = gpt_defaults(model) {
+            settings.context_window = settings.context_window.or(Some(known.context_window));
+            settings.max_output_tokens = settings.max_output_tokens.or(Some(known.max_output));
+            settings.input_price = settings.input_price.or(Some(known.input));
+            settings.cached_input_price = settings.cached_input_price.or(Some(known.input / 10.0));
+            settings.output_price = settings.output_price.or(Some(known.output));
+        }
         let efforts_by_default: &[&str] = if anthropic {
             match self.thinking(provider, model) {
                 Thinking::Adaptive => &["low", "medium", "high", "max"],
@@ -580,6 +591,45 @@ fn claude_defaults(model: &str) -> Option<ClaudeModel> {
                 text_editor: !prefix.starts_with("claude-3"),
             },
         )
+}
+
+/// Limits and list prices (USD per million tokens) of a GPT-5 model.
+struct GptModel {
+    context_window: u64,
+    max_output: u64,
+    input: f64,
+    output: f64,
+}
+
+/// The built-in table of the GPT-5 families, matched on the whole name or the name and a
+/// dated suffix (`gpt-5-2025-08-07`), so `gpt-5.5` is not taken for `gpt-5`. The context
+/// window is the input limit (272k of the 400k, the rest being the output's); cached
+/// input costs a tenth of the input price. Config overrides every field.
+fn gpt_defaults(model: &str) -> Option<GptModel> {
+    let table: [(&str, f64, f64); 9] = [
+        ("gpt-5.2-codex", 1.75, 14.0),
+        ("gpt-5.2", 1.75, 14.0),
+        ("gpt-5.1-codex-mini", 0.25, 2.0),
+        ("gpt-5.1-codex", 1.25, 10.0),
+        ("gpt-5.1", 1.25, 10.0),
+        ("gpt-5-codex", 1.25, 10.0),
+        ("gpt-5-mini", 0.25, 2.0),
+        ("gpt-5-nano", 0.05, 0.4),
+        ("gpt-5", 1.25, 10.0),
+    ];
+    table
+        .iter()
+        .find(|(family, ..)| {
+            model
+                .strip_prefix(family)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+        })
+        .map(|&(_, input, output)| GptModel {
+            context_window: 272_000,
+            max_output: 128_000,
+            input,
+            output,
+        })
 }
 
 /// A positive, finite number of seconds; anything else means "use the default".

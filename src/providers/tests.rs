@@ -561,3 +561,31 @@ pub(crate) async fn serve_events(body: &str) -> (String, tokio::task::JoinHandle
     });
     (base, server)
 }
+
+#[test]
+fn gpt_5_families_come_with_their_limits_and_prices() {
+    let keyed = catalog("", &[("OPENAI_API_KEY", "k")]);
+    let info = |name: &str| keyed.resolve(name, None).unwrap().info;
+    let gpt5 = info("openai/gpt-5-2025-08-07");
+    assert_eq!(gpt5.context_window, 272_000);
+    assert_eq!(gpt5.max_output_tokens, 128_000);
+    assert_eq!(gpt5.input_price, Some(1.25));
+    assert_eq!(gpt5.cached_input_price, Some(0.125));
+    assert_eq!(gpt5.output_price, Some(10.0));
+    assert_eq!(info("openai/gpt-5-mini").input_price, Some(0.25));
+    assert_eq!(info("openai/gpt-5.1-codex-mini").output_price, Some(2.0));
+    assert_eq!(info("openai/gpt-5.2").input_price, Some(1.75));
+    // A family the table does not know is not taken for one it knows.
+    let unknown = info("openai/gpt-5.5");
+    assert_eq!(unknown.input_price, None);
+    assert_eq!(unknown.context_window, DEFAULT_CONTEXT_WINDOW);
+    // Config wins.
+    let told = catalog(
+        "[providers.gpt]\nkind = \"openai-responses\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [providers.gpt.models.gpt-5]\ninput_price = 2.0\n",
+        &[],
+    );
+    let own = told.resolve("gpt/gpt-5", None).unwrap().info;
+    assert_eq!(own.input_price, Some(2.0));
+    assert_eq!(own.output_price, Some(10.0));
+}
