@@ -243,14 +243,24 @@ fn input(request: &ChatRequest) -> Vec<Value> {
             Message::Assistant {
                 text, tool_calls, ..
             } => {
-                let own = request.own_items(message, API);
+                let own: Vec<(usize, Value)> = request
+                    .own_items(message, API)
+                    .iter()
+                    .filter_map(|item| {
+                        let value = serde_json::from_str::<Value>(&item.json).ok()?;
+                        Some((item.after_calls, value))
+                    })
+                    .collect();
                 let kept = |after: usize| {
                     own.iter()
-                        .filter(move |item| item.after_calls == after)
-                        .filter_map(|item| serde_json::from_str::<Value>(&item.json).ok())
+                        .filter(move |(at, _)| *at == after)
+                        .map(|(_, item)| item.clone())
                 };
+                // The reply's own message items (with their `phase`: commentary or final
+                // answer) stand for its text; without them the text is one message.
+                let own_messages = own.iter().any(|(_, item)| item["type"] == "message");
                 items.extend(kept(0));
-                if !text.is_empty() {
+                if !text.is_empty() && !own_messages {
                     items.push(json!({"type": "message", "role": "assistant",
                         "content": [{"type": "output_text", "text": text}]}));
                 }
@@ -493,6 +503,17 @@ impl EventParser {
             "message" => {
                 // Text normally arrived as deltas; a server that sends only the finished
                 // item still has it shown.
+                if let Value::Object(map) = item {
+                    // Kept to be resent as it is (its `phase` tells the model which
+                    // messages were commentary), without id and status.
+                    let mut map = map.clone();
+                    map.remove("id");
+                    map.remove("status");
+                    out.push(ModelEvent::ProviderItem {
+                        api: API,
+                        json: Value::Object(map).to_string(),
+                    });
+                }
                 if index.is_none_or(|index| !self.streamed.contains(&index)) {
                     for part in item
                         .get("content")

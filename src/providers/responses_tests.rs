@@ -141,9 +141,36 @@ async fn recorded_streams_give_what_expected_json_says() {
                 .collect();
             let got: Vec<u64> = items
                 .iter()
+                .filter(|item| item["type"] == "reasoning")
                 .map(|item| item["encrypted_content"].as_str().unwrap().len() as u64)
                 .collect();
             assert_eq!(got, kept, "{name}: {items:?}");
+            // Each message item is kept too, with its phase, standing for the text.
+            let phases: Vec<&Value> = items
+                .iter()
+                .filter(|item| item["type"] == "message")
+                .map(|item| &item["phase"])
+                .filter(|phase| !phase.is_null())
+                .collect();
+            let want_phases: Vec<&Value> = want
+                .get("phases")
+                .and_then(Value::as_array)
+                .map(|phases| phases.iter().collect())
+                .unwrap_or_default();
+            if !want_phases.is_empty() {
+                assert_eq!(phases, want_phases, "{name}");
+            }
+            let messages = items
+                .iter()
+                .filter(|item| item["type"] == "message")
+                .count();
+            let want_messages = want["items"]
+                .as_str()
+                .unwrap_or("")
+                .split_whitespace()
+                .filter(|kind| *kind == "message")
+                .count();
+            assert_eq!(messages, want_messages, "{name}");
             if want["status"] == "failed" {
                 match events.last() {
                     Some(Err(err)) => {
@@ -511,6 +538,46 @@ fn body_is_stateless_with_reasoning_items_before_their_calls() {
     assert!(body.get("prompt_cache_key").is_none() && body.get("reasoning").is_none());
     assert!(body.get("include").is_none());
     assert_eq!(body["store"], json!(false));
+}
+
+#[test]
+fn own_message_items_stand_for_the_text_with_their_phase() {
+    let commentary = json!({"type": "message", "role": "assistant", "phase": "commentary",
+        "content": [{"type": "output_text", "annotations": [], "text": "Checking."}]});
+    let reasoning = reasoning_item("enc-1");
+    let messages = vec![
+        Message::User {
+            text: "is 8 prime?".into(),
+            images: vec![],
+        },
+        Message::Assistant {
+            text: "Checking.".into(),
+            reasoning: String::new(),
+            tool_calls: vec![call("call_1")],
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "openai".into(),
+                model: "gpt-x".into(),
+                items: [&reasoning, &commentary]
+                    .into_iter()
+                    .map(|item| ProviderItem {
+                        after_calls: 0,
+                        json: Arc::from(item.to_string()),
+                    })
+                    .collect(),
+            })),
+        },
+    ];
+    let body = request_body(&request(messages));
+    assert_eq!(
+        body["input"].as_array().unwrap()[1..],
+        [
+            reasoning,
+            commentary,
+            json!({"type": "function_call", "call_id": "call_1", "name": "read_file",
+                "arguments": "{\"path\":\"a\"}"}),
+        ]
+    );
 }
 
 #[tokio::test]
