@@ -229,13 +229,14 @@ impl TurnContext {
                         items: std::mem::take(&mut reply.items),
                     })
                 });
-            self.record_reply(reply.reasoning, reply.tool_calls, items);
+            let recorded = self.record_reply(reply.reasoning, reply.tool_calls, items);
             if let Some(end) = end {
                 return end;
             }
-            if calls.is_empty() && reply.finish == Some(FinishReason::Paused) {
+            if calls.is_empty() && reply.finish == Some(FinishReason::Paused) && recorded {
                 // The model paused a long server-side run: the conversation goes back as
-                // it is and the model carries on, in this turn.
+                // it is (with what it paused on) and the model carries on, in this turn.
+                // A pause with nothing to send back would only repeat the request.
                 continue;
             }
             if calls.is_empty() {
@@ -582,20 +583,21 @@ impl TurnContext {
 
     /// Records the reply just streamed. Its text stays visible (as the streaming text)
     /// until the entry holding it is appended, in one step, so a snapshot taken in
-    /// between still shows it; the tokens are counted outside the lock.
+    /// between still shows it; the tokens are counted outside the lock. False when there
+    /// was nothing to record.
     fn record_reply(
         &self,
         reasoning: String,
         tool_calls: Vec<ToolCall>,
         provider_items: Option<Arc<ProviderItems>>,
-    ) {
+    ) -> bool {
         let text = self
             .emitter
             .change(|shared| self.track.streaming(shared).clone().unwrap_or_default());
         if text.is_empty() && tool_calls.is_empty() && provider_items.is_none() {
             self.emitter
                 .change(|shared| *self.track.streaming(shared) = None);
-            return;
+            return false;
         }
         let entry = Prepared::new(EntryBody::Assistant(Message::Assistant {
             text,
@@ -607,6 +609,7 @@ impl TurnContext {
             *self.track.streaming(shared) = None;
             self.track.store(shared).append(entry);
         });
+        true
     }
 
     async fn attempt(&self, request: &ChatRequest, reply: &mut Reply) -> Result<(), AttemptError> {
