@@ -134,6 +134,7 @@ fn request_build() {
                 text: format!("answer {turn}"),
                 reasoning: String::new(),
                 tool_calls: Vec::new(),
+                provider_items: None,
             }),
             4,
         ));

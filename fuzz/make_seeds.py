@@ -202,4 +202,84 @@ for match in re.finditer(r'\(\s*("(?:[^"\\]|\\.)*")\s*,\s*[A-Z]', shell_tests):
         pass
 for i, command in enumerate(sorted(commands)):
     write("shell_class", f"test-{i:03}", command)
+# Messages and Responses streams: written here after the shapes the APIs send (others'
+# recordings in shared/streams are read by the tests where they are, never copied in).
+def sse(events):
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+def block(index, start, deltas):
+    return ([{"type": "content_block_start", "index": index, "content_block": start}]
+            + [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+            + [{"type": "content_block_stop", "index": index}])
+
+message_start = {"type": "message_start", "message": {"id": "msg_1", "role": "assistant", "content": [],
+                 "usage": {"input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5, "output_tokens": 1}}}
+def message_end(reason):
+    return [{"type": "message_delta", "delta": {"stop_reason": reason}, "usage": {"output_tokens": 7}},
+            {"type": "message_stop"}]
+messages = {
+    "text": [message_start] + block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "Hello, w\u00f6rld."}])
+        + [{"type": "ping"}] + message_end("end_turn"),
+    "thinking-tool": [message_start]
+        + block(0, {"type": "thinking", "thinking": "", "signature": ""},
+                [{"type": "thinking_delta", "thinking": "Look "}, {"type": "thinking_delta", "thinking": "first."},
+                 {"type": "signature_delta", "signature": "c2lnbmF0dXJl"}])
+        + block(1, {"type": "redacted_thinking", "data": "b3BhcXVl"}, [])
+        + block(2, {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}},
+                [{"type": "input_json_delta", "partial_json": ""}, {"type": "input_json_delta", "partial_json": "{\"path\":"},
+                 {"type": "input_json_delta", "partial_json": "\"a.txt\"}"}])
+        + message_end("tool_use"),
+    "server-tool-pause": [message_start]
+        + block(0, {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+                [{"type": "input_json_delta", "partial_json": "{\"query\":\"x\"}"}])
+        + block(1, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}, [])
+        + block(2, {"type": "brand_new_block"}, [{"type": "brand_new_delta"}])
+        + message_end("pause_turn"),
+    "refusal": [message_start, {"type": "message_delta", "delta": {"stop_reason": "refusal",
+        "stop_details": {"type": "refusal", "explanation": "no"}}}, {"type": "message_stop"}],
+    "overloaded": [message_start, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}],
+    "cut": [message_start] + block(0, {"type": "text", "text": "partial"}, [])[:1],
+    "two-starts": [message_start, message_start, {"type": "message_stop"}],
+}
+for i, (name, events) in enumerate(messages.items()):
+    for how in (["whole", "cut", "bytes"] if i % 2 == 0 else ["whole", "cut"]):
+        write("messages_stream", f"{name}-{how}", cuts(sse(events), how))
+
+def completed(status="completed", **extra):
+    response = {"status": status, "usage": {"input_tokens": 20, "input_tokens_details": {"cached_tokens": 8},
+                "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}}}
+    response.update(extra)
+    return {"type": "response." + status, "response": response}
+responses = {
+    "text": [{"type": "response.created", "response": {}},
+             {"type": "response.output_text.delta", "output_index": 0, "item_id": "m", "delta": "Hi, w\u00f6rld."},
+             completed()],
+    "reasoning-call": [
+        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": []}},
+        {"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 0, "delta": "Plan."},
+        {"type": "response.output_item.done", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "Plan."}], "encrypted_content": "gAAAAA=="}},
+        {"type": "response.output_item.added", "output_index": 1, "item": {"id": "fc_1", "type": "function_call",
+            "call_id": "call_1", "name": "read_file", "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "item_id": "rotated", "delta": "{\"path\":\"a\"}"},
+        {"type": "response.output_item.done", "output_index": 1, "item": {"id": "rotated-2", "type": "function_call",
+            "call_id": "call_1", "name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+        completed()],
+    "custom-call": [
+        {"type": "response.output_item.added", "output_index": 0, "item": {"type": "custom_tool_call", "call_id": "call_2", "name": "exec", "input": ""}},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": "print(1)"},
+        {"type": "response.output_item.done", "output_index": 0, "item": {"type": "custom_tool_call", "call_id": "call_2", "name": "exec", "input": "print(1)"}},
+        {"type": "response.output_item.done", "output_index": 1, "item": {"type": "web_search_call", "id": "ws", "action": {}}},
+        completed()],
+    "incomplete": [{"type": "response.refusal.delta", "output_index": 0, "delta": "No."},
+                   completed("incomplete", incomplete_details={"reason": "max_output_tokens"})],
+    "failed": [{"type": "response.failed", "response": {"status": "failed", "error": {"code": "rate_limit_exceeded",
+               "message": "Please try again in 1.5s."}}}],
+    "error": [{"type": "error", "error": {"type": "insufficient_quota", "code": "insufficient_quota", "message": "quota"}}],
+    "cut": [{"type": "response.output_text.delta", "output_index": 0, "delta": "par"}],
+}
+for i, (name, events) in enumerate(responses.items()):
+    for how in (["whole", "cut", "bytes"] if i % 2 == 0 else ["whole", "cut"]):
+        write("responses_stream", f"{name}-{how}", cuts(sse(events), how))
+
 print({name: len(os.listdir(os.path.join(CORPUS, name))) for name in sorted(os.listdir(CORPUS))})

@@ -221,6 +221,9 @@ pub enum ProviderKind {
     Openai,
     /// Anthropic Messages (`/v1/messages`).
     Anthropic,
+    /// OpenAI Responses (`/responses`), stateless.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
     /// Scripted replies from a JSONL file, or the built-in demo.
     Replay,
 }
@@ -244,7 +247,14 @@ pub struct ProviderConfig {
     pub reasoning_efforts: Option<Vec<String>>,
     pub input_price: Option<f64>,
     pub cached_input_price: Option<f64>,
+    /// Anthropic's price of writing the prompt cache.
+    pub cache_write_price: Option<f64>,
     pub output_price: Option<f64>,
+    /// How `reasoning_effort` is sent to an Anthropic model (see [`Thinking`]).
+    pub thinking: Option<Thinking>,
+    /// Offer an Anthropic model Claude's text editor tool in place of `edit_file` and
+    /// `write_file` (default: the model table's word).
+    pub text_editor: Option<bool>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     /// Ask for `usage` in the last chunk (`stream_options.include_usage`). Some servers
@@ -260,8 +270,30 @@ pub struct ProviderConfig {
     /// transient failure.
     pub stream_idle_timeout_secs: Option<f64>,
     pub connect_timeout_secs: Option<f64>,
-    /// Anthropic prompt caching: `"5m"` (the default) or `"off"`.
-    pub cache: Option<String>,
+    /// Anthropic prompt caching: `"5m"` (the default), `"1h"` or `"off"`.
+    pub cache: Option<CacheSetting>,
+}
+
+/// `cache` of an Anthropic provider: how long a cache entry lives, or no breakpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum CacheSetting {
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+    #[serde(rename = "off")]
+    Off,
+}
+
+/// How an Anthropic model takes `reasoning_effort`: adaptive thinking with
+/// `output_config.effort` (Claude 4.6 and later), a `budget_tokens` budget (older Claude
+/// 4 and 3.7 models), or not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thinking {
+    Adaptive,
+    Budget,
+    None,
 }
 
 impl ProviderConfig {
@@ -276,7 +308,10 @@ impl ProviderConfig {
                 .or_else(|| self.reasoning_efforts.clone()),
             input_price: own.input_price.or(self.input_price),
             cached_input_price: own.cached_input_price.or(self.cached_input_price),
+            cache_write_price: own.cache_write_price.or(self.cache_write_price),
             output_price: own.output_price.or(self.output_price),
+            thinking: own.thinking.or(self.thinking),
+            text_editor: own.text_editor.or(self.text_editor),
         }
     }
 }
@@ -290,7 +325,10 @@ pub struct ModelConfig {
     pub reasoning_efforts: Option<Vec<String>>,
     pub input_price: Option<f64>,
     pub cached_input_price: Option<f64>,
+    pub cache_write_price: Option<f64>,
     pub output_price: Option<f64>,
+    pub thinking: Option<Thinking>,
+    pub text_editor: Option<bool>,
 }
 
 /// Whether `url` can be a provider's `base_url`. Anything else is refused rather than
@@ -554,8 +592,10 @@ impl<'t> Reader<'t> {
                 dropped.push(name.to_owned());
                 continue;
             };
-            if matches!(read.kind, ProviderKind::Openai | ProviderKind::Anthropic)
-                && let Some(url) = read.base_url.as_deref()
+            if matches!(
+                read.kind,
+                ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::OpenaiResponses
+            ) && let Some(url) = read.base_url.as_deref()
                 && !is_http_url(url)
             {
                 let at = table.get("base_url").map(Spanned::span);

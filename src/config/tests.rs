@@ -162,7 +162,7 @@ fn broken_providers_are_listed_with_their_first_problem() {
             ),
             (
                 "openai".to_owned(),
-                "providers.openai: unknown variant `gemini`, expected one of `openai`, `anthropic`, `replay`"
+                "providers.openai: unknown variant `gemini`, expected one of `openai`, `anthropic`, `openai-responses`, `replay`"
                     .to_owned()
             ),
         ])

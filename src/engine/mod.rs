@@ -21,7 +21,8 @@ pub use emitter::{EVENT_QUEUE, Outbound};
 pub use ports::mcp::{McpServers, PromptArgument, PromptCommand};
 pub use ports::model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
-    ModelEvent, ModelInfo, ModelStream, ResolvedModel, Retry, RetryPolicy, ToolCall, ToolSpec,
+    ModelEvent, ModelInfo, ModelStream, ProviderItem, ProviderItems, ResolvedModel, Retry,
+    RetryPolicy, ToolCall, ToolSpec,
 };
 pub use ports::project::{
     CustomCommand, HookEvent, HookRun, NoProject, Project, TrustChange, TrustDecision,

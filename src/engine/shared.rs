@@ -56,6 +56,18 @@ pub struct Shared {
     pub goal: GoalState,
     /// The sandbox commands run in; a change applies to the next command.
     pub sandbox: Sandbox,
+    /// The last request of the session's own turns whose prompt the provider counted.
+    pub measured: Option<Measured>,
+}
+
+/// A prompt's real size: what `provider/model` counted for a request whose conversation
+/// ended at entry `tail`.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub provider: String,
+    pub model: String,
+    pub tail: crate::engine::conversation::store::EntryId,
+    pub tokens: u64,
 }
 
 impl Shared {
@@ -73,6 +85,7 @@ impl Shared {
             attended: true,
             unattended_by_leaving: false,
             deferred: DeferredActions::default(),
+            measured: None,
         }
     }
 

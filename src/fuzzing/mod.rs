@@ -14,8 +14,8 @@ mod properties;
 mod replay;
 
 pub use properties::{
-    SHELL_CWD, SHELL_HOME, acp_messages, chat_stream, config, edit_hunks, serve_ops, session_file,
-    shell_class, websocket,
+    SHELL_CWD, SHELL_HOME, acp_messages, chat_stream, config, edit_hunks, messages_stream,
+    responses_stream, serve_ops, session_file, shell_class, websocket,
 };
 
 /// Cuts a fuzz input into the reads a pipe or socket could deliver: the first byte says

@@ -81,16 +81,58 @@ pub fn chat_stream(data: &[u8]) {
 }
 
 fn reply_events(reads: &[&[u8]]) -> Vec<String> {
-    let body: Vec<Result<Bytes, std::io::Error>> = reads
-        .iter()
-        .map(|read| Ok(Bytes::copy_from_slice(read)))
-        .collect();
-    let stream = crate::providers::sse_reply(futures_util::stream::iter(body));
+    let stream = crate::providers::sse_reply(body_of(reads));
     stream
         .map(|event| mask_minted_ids(&format!("{event:?}")))
         .collect::<Vec<_>>()
         .now_or_never()
         .expect("a stream of ready chunks never waits")
+}
+
+type Body = futures_util::stream::Iter<std::vec::IntoIter<Result<Bytes, std::io::Error>>>;
+
+fn body_of(reads: &[&[u8]]) -> Body {
+    let body: Vec<Result<Bytes, std::io::Error>> = reads
+        .iter()
+        .map(|read| Ok(Bytes::copy_from_slice(read)))
+        .collect();
+    futures_util::stream::iter(body)
+}
+
+/// An Anthropic Messages body: as for [`chat_stream`], and every provider item is a JSON
+/// object with a `type` (what is resent must be a block the API can read).
+pub fn messages_stream(data: &[u8]) {
+    native_stream(data, |body| crate::providers::messages_reply(body));
+}
+
+/// An OpenAI Responses body: as for [`messages_stream`].
+pub fn responses_stream(data: &[u8]) {
+    native_stream(data, |body| crate::providers::responses_reply(body));
+}
+
+fn native_stream(data: &[u8], reply: fn(Body) -> crate::engine::ModelStream) {
+    use crate::engine::ModelEvent;
+    let events = |reads: &[&[u8]]| -> Vec<Result<ModelEvent, crate::engine::ModelError>> {
+        reply(body_of(reads))
+            .collect::<Vec<_>>()
+            .now_or_never()
+            .expect("a stream of ready chunks never waits")
+    };
+    let reads = chunks(data);
+    let cut = events(&reads);
+    assert_eq!(cut, events(&[&reads.concat()]), "events depend on chunks");
+    let end = cut
+        .iter()
+        .position(|event| matches!(event, Err(_) | Ok(ModelEvent::Finished(_))));
+    if let Some(end) = end {
+        assert_eq!(end + 1, cut.len(), "events after the end: {cut:?}");
+    }
+    for event in &cut {
+        if let Ok(ModelEvent::ProviderItem { json, .. }) = event {
+            let item: Value = serde_json::from_str(json).expect("an item is JSON");
+            assert!(item.get("type").is_some_and(Value::is_string), "{json}");
+        }
+    }
 }
 
 /// A call the server sent without an id gets a fresh random one (`call_` and 24 hex

@@ -39,6 +39,16 @@ fn chat_stream() {
 }
 
 #[test]
+fn messages_stream() {
+    replay("messages_stream", super::messages_stream);
+}
+
+#[test]
+fn responses_stream() {
+    replay("responses_stream", super::responses_stream);
+}
+
+#[test]
 fn acp_messages() {
     replay("acp_messages", super::acp_messages);
 }

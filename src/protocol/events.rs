@@ -398,8 +398,14 @@ pub struct UnqueuedEvent {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnUsage {
+    /// Every prompt token, cached or not (OpenAI's meaning).
     pub input_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache.
     pub cached_input_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`; 0 where the API reports none).
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
     pub output_tokens: u64,
     pub reasoning_tokens: u64,
 }
@@ -408,6 +414,7 @@ impl TurnUsage {
     pub fn add(&mut self, other: &TurnUsage) {
         self.input_tokens += other.input_tokens;
         self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_write_input_tokens += other.cache_write_input_tokens;
         self.output_tokens += other.output_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
     }

@@ -24,10 +24,14 @@ use serde_json::{Map, Value, json};
 use super::openai::{
     classify_status, http_client, read_capped, request_error, retry_after, stream_failure,
 };
+use crate::config::{CacheSetting, Thinking};
 use crate::engine::{
     ChatRequest, FinishReason, Message, ModelClient, ModelError, ModelEvent, ModelStream, ToolCall,
 };
 use crate::protocol::TurnUsage;
+
+/// The tag of this API's provider items ([`ModelEvent::ProviderItem`]).
+pub const API: &str = "anthropic";
 
 /// The API version jucode's wire types follow.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -41,10 +45,23 @@ pub struct AnthropicClient {
     endpoint: String,
     api_key: Option<String>,
     headers: HeaderMap,
-    max_tokens: u64,
-    cache: bool,
+    shape: Shape,
     connect_timeout: Duration,
     unusable: Option<String>,
+}
+
+/// What a request body holds besides the conversation: the model's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// `max_tokens`, which the Messages API requires on every request.
+    pub max_tokens: u64,
+    /// Where `cache_control` breakpoints go, and for how long.
+    pub cache: CacheSetting,
+    /// How `reasoning_effort` is sent.
+    pub thinking: Thinking,
+    /// Offer Claude's text editor client tool in place of jucode's `edit_file` and
+    /// `write_file` (Claude 4 models are trained on it); its calls become theirs.
+    pub text_editor: bool,
 }
 
 impl AnthropicClient {
@@ -58,8 +75,12 @@ impl AnthropicClient {
             endpoint: format!("{root}/v1/messages"),
             api_key: None,
             headers: HeaderMap::new(),
-            max_tokens: 32_000,
-            cache: true,
+            shape: Shape {
+                max_tokens: 32_000,
+                cache: CacheSetting::FiveMinutes,
+                thinking: Thinking::None,
+                text_editor: false,
+            },
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             unusable: None,
         }
@@ -93,13 +114,27 @@ impl AnthropicClient {
 
     /// `max_tokens`, which the Messages API requires on every request.
     pub fn max_tokens(mut self, max_tokens: u64) -> Self {
-        self.max_tokens = max_tokens.max(1);
+        self.shape.max_tokens = max_tokens.max(1);
         self
     }
 
-    /// Whether to place `cache_control` breakpoints (on by default).
-    pub fn cache(mut self, cache: bool) -> Self {
-        self.cache = cache;
+    /// Whether to place `cache_control` breakpoints, and their lifetime (5 minutes by
+    /// default).
+    pub fn cache(mut self, cache: CacheSetting) -> Self {
+        self.shape.cache = cache;
+        self
+    }
+
+    /// How the model takes `reasoning_effort` (not at all by default).
+    pub fn thinking(mut self, thinking: Thinking) -> Self {
+        self.shape.thinking = thinking;
+        self
+    }
+
+    /// Whether to offer the text editor tool in place of jucode's edit tools (off by
+    /// default).
+    pub fn text_editor(mut self, text_editor: bool) -> Self {
+        self.shape.text_editor = text_editor;
         self
     }
 
@@ -120,7 +155,7 @@ impl AnthropicClient {
         if let Some(message) = &self.unusable {
             return Err(ModelError::fatal(message.clone()));
         }
-        let body = serde_json::to_vec(&request_body(request, self.max_tokens, self.cache))
+        let body = serde_json::to_vec(&request_body(request, &self.shape))
             .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -187,12 +222,45 @@ pub(crate) fn status_error(status: u16, headers: &HeaderMap, body: &str) -> Mode
 }
 
 /// The JSON body of one Messages request.
-pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) -> Value {
-    let breakpoint = || json!({"type": "ephemeral"});
+pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
+    let cache = shape.cache != CacheSetting::Off;
+    let breakpoint = || match shape.cache {
+        CacheSetting::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+        _ => json!({"type": "ephemeral"}),
+    };
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
-    body.insert("max_tokens".into(), json!(max_tokens));
+    body.insert("max_tokens".into(), json!(shape.max_tokens));
     body.insert("stream".into(), json!(true));
+    // Claude's own edit tool, where the model takes it and jucode's edit tools are offered
+    // (not in a chat session, say).
+    let offered = |name: &str| request.tools.iter().any(|tool| tool.name == name);
+    let editor = shape.text_editor && offered(EDIT_FILE) && offered(WRITE_FILE);
+    let mut messages = conversation(request, editor);
+    // The API wants a tool loop that runs with thinking on to have begun with a
+    // thinking block; one that began without (on another model, before a restart)
+    // finishes without thinking.
+    let effort = request
+        .reasoning_effort
+        .as_ref()
+        .filter(|_| !unthought_tool_loop(&messages));
+    if let Some(effort) = effort {
+        match shape.thinking {
+            Thinking::Adaptive => {
+                body.insert("thinking".into(), json!({"type": "adaptive"}));
+                body.insert("output_config".into(), json!({"effort": effort}));
+            }
+            Thinking::Budget => {
+                if let Some(budget) = thinking_budget(effort, shape.max_tokens) {
+                    body.insert(
+                        "thinking".into(),
+                        json!({"type": "enabled", "budget_tokens": budget}),
+                    );
+                }
+            }
+            Thinking::None => {}
+        }
+    }
     if !request.system.is_empty() {
         let mut block = json!({"type": "text", "text": &*request.system});
         if cache {
@@ -204,6 +272,7 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) 
         let mut tools: Vec<Value> = request
             .tools
             .iter()
+            .filter(|tool| !(editor && [EDIT_FILE, WRITE_FILE].contains(&tool.name.as_str())))
             .map(|tool| {
                 json!({
                     "name": tool.name,
@@ -212,17 +281,21 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) 
                 })
             })
             .collect();
+        if editor {
+            tools.push(json!({"type": TEXT_EDITOR_TYPE, "name": TEXT_EDITOR}));
+        }
         if cache && let Some(last) = tools.last_mut() {
             last["cache_control"] = breakpoint();
         }
         body.insert("tools".into(), Value::Array(tools));
     }
-    let mut messages = conversation(request);
+    // Thinking blocks take no breakpoint (the API refuses one there).
     if cache
         && let Some(block) = messages
             .last_mut()
             .and_then(|message| message["content"].as_array_mut())
             .and_then(|content| content.last_mut())
+            .filter(|block| !matches!(str_of(block.get("type")), "thinking" | "redacted_thinking"))
     {
         block["cache_control"] = breakpoint();
     }
@@ -230,10 +303,47 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u64, cache: bool) 
     Value::Object(body)
 }
 
+/// Whether the conversation ends in a tool loop (an assistant turn with `tool_use`, then
+/// the user turn of its results) whose assistant turn does not start with thinking.
+fn unthought_tool_loop(messages: &[Value]) -> bool {
+    let [.., assistant, results] = messages else {
+        return false;
+    };
+    let blocks = |message: &Value| message["content"].as_array().cloned().unwrap_or_default();
+    let types = |message: &Value| -> Vec<String> {
+        blocks(message)
+            .iter()
+            .map(|block| str_of(block.get("type")).to_owned())
+            .collect()
+    };
+    let (calls, answers) = (types(assistant), types(results));
+    assistant["role"] == "assistant"
+        && calls.iter().any(|kind| kind == "tool_use")
+        && answers.first().is_some_and(|kind| kind == "tool_result")
+        && !calls
+            .first()
+            .is_some_and(|kind| kind == "thinking" || kind == "redacted_thinking")
+}
+
+/// The thinking budget of an effort on a model that takes `budget_tokens`: at least the
+/// API's 1024, and at most three quarters of `max_tokens` (which must exceed it, and the
+/// answer needs room too); `None` when `max_tokens` leaves no room for thinking.
+fn thinking_budget(effort: &str, max_tokens: u64) -> Option<u64> {
+    const MIN: u64 = 1024;
+    let wanted = match effort {
+        "minimal" | "low" => 4_096,
+        "medium" => 16_384,
+        "high" => 32_768,
+        _ => 63_999,
+    };
+    let budget = wanted.min(max_tokens * 3 / 4);
+    (budget >= MIN).then_some(budget)
+}
+
 /// The conversation as Messages wants it: alternating `user` and `assistant` turns of
 /// content blocks. Tool results are user content, so a run of them (and a user message
 /// after them) merges into one user turn, as the API requires.
-fn conversation(request: &ChatRequest) -> Vec<Value> {
+fn conversation(request: &ChatRequest, editor: bool) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in request.messages() {
         let (role, blocks) = match message {
@@ -252,18 +362,34 @@ fn conversation(request: &ChatRequest) -> Vec<Value> {
             Message::Assistant {
                 text, tool_calls, ..
             } => {
-                let mut blocks = Vec::with_capacity(tool_calls.len() + 1);
+                // This provider's and model's own blocks go back verbatim, each where it
+                // was: before the text, or after the call it followed.
+                let items = request.own_items(message, API);
+                let kept = |after: usize| {
+                    items
+                        .iter()
+                        .filter(move |item| item.after_calls == after)
+                        .filter_map(|item| serde_json::from_str::<Value>(&item.json).ok())
+                };
+                let mut blocks = Vec::with_capacity(tool_calls.len() + items.len() + 1);
+                blocks.extend(kept(0));
                 if !text.is_empty() {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
-                blocks.extend(tool_calls.iter().map(|call| {
+                for (position, call) in tool_calls.iter().enumerate() {
                     // The engine keeps the model's raw text; the API wants an object.
                     let input = serde_json::from_str::<Value>(&call.arguments)
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| json!({}));
-                    json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input})
-                }));
+                    let (name, input) = if editor {
+                        as_editor_call(&call.name, input)
+                    } else {
+                        (call.name.clone(), input)
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": wire_id(&call.id), "name": name, "input": input}));
+                    blocks.extend(kept(position + 1));
+                }
                 if blocks.is_empty() {
                     // An empty assistant turn is refused; an empty text block is too.
                     continue;
@@ -349,6 +475,9 @@ pub(crate) struct EventParser {
     calls: BTreeMap<u64, OpenCall>,
     /// How many tool calls were seen, for [`ModelEvent::ToolCallDelta::index`].
     call_count: usize,
+    /// Open blocks kept whole for the provider items (thinking with its signature,
+    /// redacted thinking, server tools and their results, kinds unknown to us), by index.
+    kept: BTreeMap<u64, KeptBlock>,
     input_tokens: u64,
     cache_read: u64,
     cache_write: u64,
@@ -356,6 +485,39 @@ pub(crate) struct EventParser {
     stop_reason: Option<String>,
     /// `message_stop` arrived: nothing more is read.
     pub(crate) done: bool,
+}
+
+/// A block being kept: the start's `content_block`, and what its deltas add.
+#[derive(Debug)]
+struct KeptBlock {
+    block: Map<String, Value>,
+    thinking: String,
+    signature: String,
+    input: String,
+}
+
+impl KeptBlock {
+    /// The finished block as the API wants it back.
+    fn finish(mut self) -> String {
+        if !self.thinking.is_empty() {
+            let before = str_of(self.block.get("thinking")).to_owned();
+            self.block
+                .insert("thinking".into(), json!(before + &self.thinking));
+        }
+        if !self.signature.is_empty() {
+            let before = str_of(self.block.get("signature")).to_owned();
+            self.block
+                .insert("signature".into(), json!(before + &self.signature));
+        }
+        if !self.input.trim().is_empty() {
+            let input = serde_json::from_str::<Value>(&self.input)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            self.block.insert("input".into(), input);
+        }
+        Value::Object(self.block).to_string()
+    }
 }
 
 #[derive(Debug)]
@@ -427,9 +589,20 @@ impl EventParser {
                         };
                         self.calls.insert(index, call);
                     }
-                    // Server tools, their results, redacted thinking and kinds added
-                    // after this was written carry nothing to show as it streams.
                     _ => {}
+                }
+                // Thinking (signed), redacted thinking, server tools and their results,
+                // and kinds added after this was written are kept whole and resent.
+                if let Value::Object(map) = block
+                    && !matches!(str_of(block.get("type")), "text" | "tool_use" | "")
+                {
+                    let kept = KeptBlock {
+                        block: map.clone(),
+                        thinking: String::new(),
+                        signature: String::new(),
+                        input: String::new(),
+                    };
+                    self.kept.insert(index, kept);
                 }
             }
             "content_block_delta" => {
@@ -438,10 +611,21 @@ impl EventParser {
                 match delta.get("type").and_then(Value::as_str).unwrap_or("") {
                     "text_delta" => push_text(&mut out, delta.get("text"), ModelEvent::TextDelta),
                     "thinking_delta" => {
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.thinking.push_str(str_of(delta.get("thinking")));
+                        }
                         push_text(&mut out, delta.get("thinking"), ModelEvent::ReasoningDelta)
+                    }
+                    "signature_delta" => {
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.signature.push_str(str_of(delta.get("signature")));
+                        }
                     }
                     "input_json_delta" => {
                         let fragment = str_of(delta.get("partial_json"));
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.input.push_str(fragment);
+                        }
                         if let Some(call) = self.calls.get_mut(&index)
                             && !fragment.is_empty()
                         {
@@ -460,6 +644,13 @@ impl EventParser {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 if let Some(call) = self.calls.remove(&index) {
                     out.push(ModelEvent::ToolCall(finished_call(call)));
+                }
+                if let Some(kept) = self.kept.remove(&index) {
+                    let json = kept.finish();
+                    if let Some(notice) = server_tool_notice(&json) {
+                        out.push(ModelEvent::Notice(notice));
+                    }
+                    out.push(ModelEvent::ProviderItem { api: API, json });
                 }
             }
             "message_delta" => {
@@ -531,6 +722,7 @@ impl EventParser {
             // OpenAI's meaning: every prompt token, cached or not.
             input_tokens: self.input_tokens + self.cache_read + self.cache_write,
             cached_input_tokens: self.cache_read,
+            cache_write_input_tokens: self.cache_write,
             output_tokens: self.output_tokens,
             reasoning_tokens: 0,
         }));
@@ -539,6 +731,7 @@ impl EventParser {
             "tool_use" => FinishReason::ToolCalls,
             "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
             "refusal" => FinishReason::ContentFilter,
+            "pause_turn" => FinishReason::Paused,
             other => FinishReason::Other(other.to_owned()),
         };
         out.push(ModelEvent::Finished(reason));
@@ -564,6 +757,21 @@ impl EventParser {
     }
 }
 
+/// What the user is shown of a server tool call (run by Anthropic, never by jucode):
+/// its name and input.
+fn server_tool_notice(block: &str) -> Option<String> {
+    let block: Value = serde_json::from_str(block).ok()?;
+    if str_of(block.get("type")) != "server_tool_use" {
+        return None;
+    }
+    let input = block.get("input").map(Value::to_string).unwrap_or_default();
+    Some(format!(
+        "{} (run by the provider): {}",
+        str_of(block.get("name")),
+        super::truncate(&input, 300)
+    ))
+}
+
 fn finished_call(call: OpenCall) -> ToolCall {
     // No fragments, or only empty ones, is a call without arguments.
     let arguments = if call.input.trim().is_empty() {
@@ -571,11 +779,77 @@ fn finished_call(call: OpenCall) -> ToolCall {
     } else {
         call.input
     };
+    let (name, arguments) = if call.name == TEXT_EDITOR {
+        from_editor_call(&arguments).unwrap_or((call.name, arguments))
+    } else {
+        (call.name, arguments)
+    };
     ToolCall {
         id: call.id,
-        name: call.name,
+        name,
         arguments,
     }
+}
+
+/// Claude's text editor client tool (Claude 4's version), offered in place of jucode's
+/// edit tools.
+const TEXT_EDITOR: &str = "str_replace_based_edit_tool";
+const TEXT_EDITOR_TYPE: &str = "text_editor_20250728";
+const EDIT_FILE: &str = "edit_file";
+const WRITE_FILE: &str = "write_file";
+const READ_FILE: &str = "read_file";
+
+/// A text editor call as jucode's own: `str_replace` is `edit_file`, `create` is
+/// `write_file`, `view` is `read_file` (a `view_range` as its lines), so the call goes
+/// through the same assessment, approvals, hunks, plan-mode gating and checkpoints.
+/// `None` for what has no counterpart (`insert`) or lacks a field: the call then stays
+/// the editor's, which jucode does not run, and the model reads why.
+fn from_editor_call(arguments: &str) -> Option<(String, String)> {
+    let input: Value = serde_json::from_str(arguments).ok()?;
+    let text = |key: &str| input.get(key).and_then(Value::as_str);
+    let path = text("path")?;
+    let (name, arguments) = match text("command")? {
+        "str_replace" => (
+            EDIT_FILE,
+            json!({"path": path, "old_string": text("old_str")?,
+                "new_string": text("new_str").unwrap_or("")}),
+        ),
+        "create" => (
+            WRITE_FILE,
+            json!({"path": path, "content": text("file_text")?}),
+        ),
+        "view" => {
+            let mut arguments = json!({ "path": path });
+            if let Some([start, end]) = input
+                .get("view_range")
+                .and_then(Value::as_array)
+                .and_then(|range| <&[Value; 2]>::try_from(range.as_slice()).ok())
+            {
+                let start = start.as_u64().filter(|n| *n > 0).unwrap_or(1);
+                arguments["offset"] = json!(start);
+                if let Some(end) = end.as_u64().filter(|end| *end >= start) {
+                    arguments["limit"] = json!(end - start + 1);
+                }
+            }
+            (READ_FILE, arguments)
+        }
+        _ => return None,
+    };
+    Some((name.to_owned(), arguments.to_string()))
+}
+
+/// jucode's edit calls as the text editor's, for a request that offers it in their place:
+/// the model reads back the calls in the shape it made them.
+fn as_editor_call(name: &str, input: Value) -> (String, Value) {
+    let text = |key: &str| input.get(key).cloned().unwrap_or_else(|| json!(""));
+    let editor = match name {
+        EDIT_FILE => json!({"command": "str_replace", "path": text("path"),
+            "old_str": text("old_string"), "new_str": text("new_string")}),
+        WRITE_FILE => json!({"command": "create", "path": text("path"),
+            "file_text": text("content")}),
+        _ => return (name.to_owned(), input),
+    };
+    (TEXT_EDITOR.to_owned(), editor)
 }
 
 /// A call id the Messages API accepts (`[A-Za-z0-9_-]+`). Ids minted by other providers

@@ -8,7 +8,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::engine::{ImageData, Retry, ToolSpec};
+use std::sync::Arc;
+
+use crate::config::{CacheSetting, Thinking};
+use crate::engine::{ImageData, ProviderItem, ProviderItems, Retry, ToolSpec};
+
+fn shape(max_tokens: u64, cache: CacheSetting) -> Shape {
+    Shape {
+        max_tokens,
+        cache,
+        thinking: Thinking::None,
+        text_editor: false,
+    }
+}
 
 /// An SSE body from `(event, data)` pairs.
 fn sse(events: &[(&str, Value)]) -> String {
@@ -109,6 +121,7 @@ async fn text_reply_with_pings_and_usage_split_anywhere() {
                 Ok(ModelEvent::Usage(TurnUsage {
                     input_tokens: 1060,
                     cached_input_tokens: 1000,
+                    cache_write_input_tokens: 50,
                     output_tokens: 12,
                     reasoning_tokens: 0,
                 })),
@@ -214,7 +227,8 @@ async fn stop_reasons_map_to_finish_reasons() {
         ("max_tokens", FinishReason::Length),
         ("model_context_window_exceeded", FinishReason::Length),
         ("refusal", FinishReason::ContentFilter),
-        ("pause_turn", FinishReason::Other("pause_turn".into())),
+        ("pause_turn", FinishReason::Paused),
+        ("something_new", FinishReason::Other("something_new".into())),
     ] {
         let body = sse(&[
             start(1, 0, 0),
@@ -259,6 +273,7 @@ async fn message_delta_corrects_the_input_counts() {
     assert!(events.contains(&Ok(ModelEvent::Usage(TurnUsage {
         input_tokens: 100,
         cached_input_tokens: 70,
+        cache_write_input_tokens: 0,
         output_tokens: 5,
         reasoning_tokens: 0,
     }))));
@@ -394,6 +409,7 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
             }],
         },
         Message::Assistant {
+            provider_items: None,
             text: String::new(),
             reasoning: "hidden".into(),
             tool_calls: vec![call("t1"), call("t2")],
@@ -419,7 +435,7 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
         messages,
         vec![tool("a"), tool("b")],
     );
-    let body = request_body(&request, 1000, true);
+    let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
     let ephemeral = json!({"type": "ephemeral"});
     assert_eq!(body["max_tokens"], json!(1000));
     assert_eq!(body["system"][0]["cache_control"], ephemeral);
@@ -447,7 +463,7 @@ fn body_places_three_breakpoints_and_merges_tool_results() {
     );
     let marks = body.to_string().matches("cache_control").count();
     assert_eq!(marks, 3);
-    let plain = request_body(&request, 1000, false);
+    let plain = request_body(&request, &shape(1000, CacheSetting::Off));
     assert!(!plain.to_string().contains("cache_control"));
 }
 
@@ -462,13 +478,35 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
             text: format!("question {turn}"),
             images: Vec::new(),
         });
-        let request = ChatRequest::from_messages(
+        let mut request = ChatRequest::from_messages(
             "claude-x",
             "System prompt.",
             messages.clone(),
             vec![tool("read_file")],
         );
-        let body = request_body(&request, 4096, true);
+        request.provider = "anthropic".into();
+        request.reasoning_effort = Some("medium".into());
+        let thinking = Shape {
+            thinking: Thinking::Budget,
+            ..shape(4096, CacheSetting::FiveMinutes)
+        };
+        let body = request_body(&request, &thinking);
+        // Every earlier reply's signed thinking is there, verbatim, before its call.
+        for earlier in 0..turn {
+            let block = json!({"type": "thinking", "thinking": format!("think {earlier}"),
+                "signature": format!("sig{earlier}")});
+            let assistant = body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| {
+                    m["content"]
+                        .to_string()
+                        .contains(&format!("answer {earlier}\""))
+                })
+                .unwrap();
+            assert_eq!(assistant["content"][0], block, "turn {turn}");
+        }
         if let Some(previous) = &previous {
             // What the previous request cached ends at its last breakpoint, on its
             // last message block; without that marker it must reappear unchanged.
@@ -493,13 +531,21 @@ fn twenty_turns_keep_a_byte_identical_prefix() {
                     "turn {turn}: message {index} changed"
                 );
             }
-            for key in ["model", "system", "tools"] {
+            for key in ["model", "system", "tools", "thinking"] {
                 assert_eq!(previous[key].to_string(), body[key].to_string(), "{key}");
             }
         }
         let encoded = body.to_string();
         previous = Some(encoded);
+        let block = json!({"type": "thinking", "thinking": format!("think {turn}"),
+            "signature": format!("sig{turn}")});
         messages.push(Message::Assistant {
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items: vec![kept(0, block)],
+            })),
             text: format!("answer {turn}"),
             reasoning: String::new(),
             tool_calls: if turn % 3 == 0 {
@@ -604,6 +650,25 @@ async fn recorded_streams_give_what_expected_json_says() {
             .unwrap();
     for (name, want) in expected.as_object().unwrap() {
         let body = std::fs::read_to_string(folder.join(format!("{name}.sse"))).unwrap();
+        // Through the client over loopback, each event sent as recorded: the same events.
+        let (base, server) = crate::providers::tests::serve_events(&body).await;
+        let client = AnthropicClient::new("anthropic", &base).api_key(Some("k".into()));
+        let request = ChatRequest::from_messages(
+            "claude-x",
+            "",
+            vec![Message::User {
+                text: "hi".into(),
+                images: vec![],
+            }],
+            vec![],
+        );
+        let over_http: Vec<_> = client.stream(&request).await.unwrap().collect().await;
+        server.await.unwrap();
+        assert_eq!(
+            over_http,
+            run(body.clone(), body.len().max(1)).await,
+            "{name}"
+        );
         for split in [5, 61, body.len().max(1)] {
             let events = run(body.clone(), split).await;
             let (text, reasoning) = text_of(&events);
@@ -618,6 +683,25 @@ async fn recorded_streams_give_what_expected_json_says() {
                 .map(|block| block["text"].as_str().unwrap())
                 .collect();
             assert_eq!(reasoning, thinking, "{name}");
+            // Each thinking block is kept whole, with its signature, to be resent.
+            let signatures: Vec<u64> = items_of(&events)
+                .iter()
+                .filter(|item| item["type"] == "thinking")
+                .map(|item| item["signature"].as_str().unwrap().len() as u64)
+                .collect();
+            let want_signatures: Vec<u64> = want["thinking"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|block| block["signature_len"].as_u64().unwrap())
+                .collect();
+            assert_eq!(signatures, want_signatures, "{name}");
+            let servers: Vec<Value> = items_of(&events)
+                .into_iter()
+                .filter(|item| item["type"] == "server_tool_use")
+                .map(|item| json!({"id": item["id"], "name": item["name"], "input": item["input"]}))
+                .collect();
+            assert_eq!(Value::Array(servers), want["server_tools"], "{name}");
             let calls: Vec<Value> = events
                 .iter()
                 .flatten()
@@ -647,6 +731,7 @@ async fn recorded_streams_give_what_expected_json_says() {
                 events.contains(&Ok(ModelEvent::Usage(TurnUsage {
                     input_tokens: input,
                     cached_input_tokens: count("cache_read_input_tokens"),
+                    cache_write_input_tokens: count("cache_creation_input_tokens"),
                     output_tokens: count("output_tokens"),
                     reasoning_tokens: 0,
                 }))),
@@ -675,6 +760,7 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
             images: Vec::new(),
         },
         Message::Assistant {
+            provider_items: None,
             text: "reading".into(),
             reasoning: String::new(),
             tool_calls: vec![ToolCall {
@@ -693,8 +779,7 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
     ];
     let body = request_body(
         &ChatRequest::from_messages("claude-x", "", messages, Vec::new()),
-        100,
-        false,
+        &shape(100, CacheSetting::Off),
     );
     assert!(body.get("system").is_none());
     assert_eq!(
@@ -704,5 +789,462 @@ fn call_ids_of_other_providers_are_made_acceptable_consistently() {
     assert_eq!(
         body["messages"][2]["content"][0]["tool_use_id"],
         json!("functions_read_file_0")
+    );
+}
+
+fn items_of(events: &[Result<ModelEvent, ModelError>]) -> Vec<Value> {
+    events
+        .iter()
+        .flatten()
+        .filter_map(|event| match event {
+            ModelEvent::ProviderItem { api, json } => {
+                assert_eq!(*api, API);
+                Some(serde_json::from_str(json).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn thinking_server_and_unknown_blocks_are_kept_whole_in_order() {
+    let body = sse(&[
+        start(5, 0, 0),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(0, json!({"type": "thinking_delta", "thinking": "Look at "})),
+        delta(0, json!({"type": "thinking_delta", "thinking": "it."})),
+        delta(0, json!({"type": "signature_delta", "signature": "c2ln"})),
+        stop(0),
+        block_start(1, json!({"type": "redacted_thinking", "data": "b3BhcXVl"})),
+        stop(1),
+        block_start(
+            2,
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+        ),
+        delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "{\"query\":"}),
+        ),
+        delta(
+            2,
+            json!({"type": "input_json_delta", "partial_json": "\"x\"}"}),
+        ),
+        stop(2),
+        block_start(
+            3,
+            json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "u"}]}),
+        ),
+        stop(3),
+        block_start(4, json!({"type": "text", "text": "Found."})),
+        stop(4),
+        block_start(
+            5,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}),
+        ),
+        stop(5),
+        block_start(6, json!({"type": "brand_new_block", "x": 1})),
+        stop(6),
+        message_delta("tool_use", json!({"output_tokens": 9})),
+        message_stop(),
+    ]);
+    for split in [1, 17, body.len()] {
+        let events = run(body.clone(), split).await;
+        assert_eq!(
+            items_of(&events),
+            vec![
+                json!({"type": "thinking", "thinking": "Look at it.", "signature": "c2ln"}),
+                json!({"type": "redacted_thinking", "data": "b3BhcXVl"}),
+                json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "u"}]}),
+                json!({"type": "brand_new_block", "x": 1}),
+            ],
+            "split {split}"
+        );
+        // The unknown block came after the call: the engine sees it there.
+        let order: Vec<&str> = events
+            .iter()
+            .flatten()
+            .filter_map(|event| match event {
+                ModelEvent::ToolCall(_) => Some("call"),
+                ModelEvent::ProviderItem { .. } => Some("item"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(order, ["item", "item", "item", "item", "call", "item"]);
+        let notices: Vec<&ModelEvent> = events
+            .iter()
+            .flatten()
+            .filter(|event| matches!(event, ModelEvent::Notice(_)))
+            .collect();
+        assert_eq!(
+            notices,
+            [&ModelEvent::Notice(
+                "web_search (run by the provider): {\"query\":\"x\"}".into()
+            )]
+        );
+    }
+}
+
+fn kept(after_calls: usize, block: Value) -> ProviderItem {
+    ProviderItem {
+        after_calls,
+        json: Arc::from(block.to_string()),
+    }
+}
+
+fn with_items(provider: &str, model: &str, api: &str, items: Vec<ProviderItem>) -> Message {
+    Message::Assistant {
+        text: "Reading.".into(),
+        reasoning: "Look at it.".into(),
+        tool_calls: vec![call("t1"), call("t2")],
+        provider_items: Some(Arc::new(ProviderItems {
+            api: api.into(),
+            provider: provider.into(),
+            model: model.into(),
+            items,
+        })),
+    }
+}
+
+fn results() -> Vec<Message> {
+    ["t1", "t2"]
+        .into_iter()
+        .map(|id| Message::Tool {
+            call_id: id.into(),
+            name: "read_file".into(),
+            output: "x".into(),
+            is_error: false,
+            card: Default::default(),
+        })
+        .collect()
+}
+
+#[test]
+fn own_blocks_are_resent_verbatim_before_their_calls_and_others_dropped() {
+    let thinking = json!({"type": "thinking", "thinking": "Look at it.", "signature": "c2ln"});
+    let redacted = json!({"type": "redacted_thinking", "data": "b3BhcXVl"});
+    let between = json!({"type": "thinking", "thinking": "Now the second.", "signature": "c2lnMg"});
+    let items = vec![
+        kept(0, thinking.clone()),
+        kept(0, redacted.clone()),
+        kept(1, between.clone()),
+    ];
+    let mut messages = vec![Message::User {
+        text: "read".into(),
+        images: vec![],
+    }];
+    messages.push(with_items("anthropic", "claude-x", API, items.clone()));
+    messages.extend(results());
+    let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+    request.provider = "anthropic".into();
+    let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
+    let content = &body["messages"][1]["content"];
+    assert_eq!(
+        content,
+        &json!([
+            thinking,
+            redacted,
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a"}},
+            between,
+            {"type": "tool_use", "id": "t2", "name": "read_file", "input": {"path": "a"}},
+        ])
+    );
+    // Another model, another provider or another API's items: dropped, not converted.
+    for (provider, model, api) in [
+        ("anthropic", "claude-y", API),
+        ("other", "claude-x", API),
+        ("anthropic", "claude-x", "openai-responses"),
+    ] {
+        let mut messages = vec![Message::User {
+            text: "read".into(),
+            images: vec![],
+        }];
+        messages.push(with_items(provider, model, api, items.clone()));
+        messages.extend(results());
+        let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+        request.provider = "anthropic".into();
+        let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
+        let types: Vec<&str> = body["messages"][1]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|block| block["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            ["text", "tool_use", "tool_use"],
+            "{provider} {model} {api}"
+        );
+    }
+}
+
+#[test]
+fn a_paused_reply_is_sent_back_as_the_last_assistant_turn_without_a_breakpoint_on_thinking() {
+    let thinking = json!({"type": "thinking", "thinking": "t", "signature": "s"});
+    let messages = vec![
+        Message::User {
+            text: "search".into(),
+            images: vec![],
+        },
+        Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![],
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items: vec![kept(0, thinking.clone())],
+            })),
+        },
+    ];
+    let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+    request.provider = "anthropic".into();
+    let body = request_body(&request, &shape(1000, CacheSetting::FiveMinutes));
+    assert_eq!(body["messages"][1]["role"], json!("assistant"));
+    assert_eq!(body["messages"][1]["content"], json!([thinking]));
+    assert!(!body["messages"].to_string().contains("cache_control"));
+}
+
+#[test]
+fn efforts_become_adaptive_thinking_a_budget_or_nothing() {
+    let mut request = ChatRequest::from_messages(
+        "claude-x",
+        "",
+        vec![Message::User {
+            text: "hi".into(),
+            images: vec![],
+        }],
+        vec![],
+    );
+    request.reasoning_effort = Some("high".into());
+    fn with_on(request: &ChatRequest, thinking: Thinking, max_tokens: u64) -> Value {
+        let shape = Shape {
+            max_tokens,
+            cache: CacheSetting::FiveMinutes,
+            thinking,
+            text_editor: false,
+        };
+        request_body(request, &shape)
+    }
+    let with = |thinking, max_tokens| with_on(&request, thinking, max_tokens);
+    let adaptive = with(Thinking::Adaptive, 64_000);
+    assert_eq!(adaptive["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(adaptive["output_config"], json!({"effort": "high"}));
+    let budget = with(Thinking::Budget, 64_000);
+    assert_eq!(
+        budget["thinking"],
+        json!({"type": "enabled", "budget_tokens": 32_768})
+    );
+    assert!(budget.get("output_config").is_none());
+    // The budget stays below max_tokens, leaving room for the answer.
+    let small = with(Thinking::Budget, 8_192);
+    assert_eq!(small["thinking"]["budget_tokens"], json!(6_144));
+    assert!(with(Thinking::Budget, 1_000).get("thinking").is_none());
+    let none = with(Thinking::None, 64_000);
+    assert!(none.get("thinking").is_none() && none.get("output_config").is_none());
+    request.reasoning_effort = None;
+    let unasked = with_on(&request, Thinking::Adaptive, 64_000);
+    assert!(unasked.get("thinking").is_none());
+}
+
+#[test]
+fn an_hour_long_cache_marks_every_breakpoint_with_its_ttl() {
+    let request = ChatRequest::from_messages(
+        "claude-x",
+        "Be brief.",
+        vec![Message::User {
+            text: "hi".into(),
+            images: vec![],
+        }],
+        vec![tool("a")],
+    );
+    let body = request_body(&request, &shape(100, CacheSetting::OneHour));
+    let hour = json!({"type": "ephemeral", "ttl": "1h"});
+    assert_eq!(body["system"][0]["cache_control"], hour);
+    assert_eq!(body["tools"][0]["cache_control"], hour);
+    assert_eq!(body["messages"][0]["content"][0]["cache_control"], hour);
+}
+
+#[test]
+fn a_tool_loop_that_began_without_thinking_finishes_without_it() {
+    let thinking = json!({"type": "thinking", "thinking": "t", "signature": "s"});
+    let loop_of = |items: Vec<ProviderItem>| {
+        let mut messages = vec![Message::User {
+            text: "read".into(),
+            images: vec![],
+        }];
+        messages.push(Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![call("t1")],
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items,
+            })),
+        });
+        messages.push(Message::Tool {
+            call_id: "t1".into(),
+            name: "read_file".into(),
+            output: "x".into(),
+            is_error: false,
+            card: Default::default(),
+        });
+        let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+        request.provider = "anthropic".into();
+        request.reasoning_effort = Some("high".into());
+        let shape = Shape {
+            thinking: Thinking::Adaptive,
+            ..shape(64_000, CacheSetting::FiveMinutes)
+        };
+        request_body(&request, &shape)
+    };
+    let signed = loop_of(vec![kept(0, thinking)]);
+    assert_eq!(signed["thinking"], json!({"type": "adaptive"}));
+    let unsigned = loop_of(vec![]);
+    assert!(unsigned.get("thinking").is_none(), "{unsigned}");
+    assert!(unsigned.get("output_config").is_none(), "{unsigned}");
+}
+
+fn editor_shape(text_editor: bool) -> Shape {
+    Shape {
+        text_editor,
+        ..shape(1000, CacheSetting::Off)
+    }
+}
+
+#[test]
+fn claude_4_gets_its_text_editor_in_place_of_jucode_s_edit_tools() {
+    let edit = ToolCall {
+        id: "t1".into(),
+        name: "edit_file".into(),
+        arguments: r#"{"path":"a.rs","old_string":"x","new_string":"y"}"#.into(),
+    };
+    let write = ToolCall {
+        id: "t2".into(),
+        name: "write_file".into(),
+        arguments: r#"{"path":"b.rs","content":"fn main() {}\n"}"#.into(),
+    };
+    let messages = vec![
+        Message::User {
+            text: "edit".into(),
+            images: vec![],
+        },
+        Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![edit, write],
+            provider_items: None,
+        },
+    ];
+    let all = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    let request = ChatRequest::from_messages("claude-x", "", messages.clone(), all);
+    let body = request_body(&request, &editor_shape(true));
+    assert_eq!(
+        body["tools"],
+        json!([
+            {"name": "read_file", "description": "read_file tool",
+             "input_schema": {"type": "object", "properties": {}}},
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        ])
+    );
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            {"type": "tool_use", "id": "t1", "name": "str_replace_based_edit_tool",
+             "input": {"command": "str_replace", "path": "a.rs", "old_str": "x", "new_str": "y"}},
+            {"type": "tool_use", "id": "t2", "name": "str_replace_based_edit_tool",
+             "input": {"command": "create", "path": "b.rs", "file_text": "fn main() {}\n"}},
+        ])
+    );
+    // Not for a model without it, nor where jucode's edit tools are not offered.
+    let plain = request_body(&request, &editor_shape(false));
+    assert!(!plain.to_string().contains("str_replace_based_edit_tool"));
+    let chat = ChatRequest::from_messages("claude-x", "", messages, vec![tool("read_file")]);
+    let body = request_body(&chat, &editor_shape(true));
+    assert!(!body.to_string().contains("str_replace_based_edit_tool"));
+}
+
+#[tokio::test]
+async fn text_editor_calls_become_jucode_s_own() {
+    let editor_call = |index: u64, id: &str, input: Value| {
+        let mut events = vec![block_start(
+            index,
+            json!({"type": "tool_use", "id": id, "name": "str_replace_based_edit_tool", "input": {}}),
+        )];
+        events.push(delta(
+            index,
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+        ));
+        events.push(stop(index));
+        events
+    };
+    let mut events = vec![start(1, 0, 0)];
+    events.extend(editor_call(
+        0,
+        "t1",
+        json!({"command": "str_replace", "path": "a.rs", "old_str": "x", "new_str": "y"}),
+    ));
+    events.extend(editor_call(
+        1,
+        "t2",
+        json!({"command": "create", "path": "b.rs", "file_text": "hi\n"}),
+    ));
+    events.extend(editor_call(
+        2,
+        "t3",
+        json!({"command": "view", "path": "a.rs", "view_range": [3, 5]}),
+    ));
+    events.extend(editor_call(
+        3,
+        "t4",
+        json!({"command": "view", "path": "a.rs", "view_range": [3, -1]}),
+    ));
+    events.extend(editor_call(
+        4,
+        "t5",
+        json!({"command": "insert", "path": "a.rs", "insert_line": 1, "insert_text": "z"}),
+    ));
+    events.push(message_delta("tool_use", json!({"output_tokens": 9})));
+    events.push(message_stop());
+    let events = run(sse(&events), 64).await;
+    let calls: Vec<(String, Value)> = events
+        .iter()
+        .flatten()
+        .filter_map(|event| match event {
+            ModelEvent::ToolCall(call) => Some((
+                call.name.clone(),
+                serde_json::from_str(&call.arguments).unwrap(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (
+                "edit_file".to_owned(),
+                json!({"path": "a.rs", "old_string": "x", "new_string": "y"})
+            ),
+            (
+                "write_file".to_owned(),
+                json!({"path": "b.rs", "content": "hi\n"})
+            ),
+            (
+                "read_file".to_owned(),
+                json!({"path": "a.rs", "offset": 3, "limit": 3})
+            ),
+            ("read_file".to_owned(), json!({"path": "a.rs", "offset": 3})),
+            (
+                "str_replace_based_edit_tool".to_owned(),
+                json!({"command": "insert", "path": "a.rs", "insert_line": 1, "insert_text": "z"})
+            ),
+        ]
     );
 }

@@ -1,8 +1,9 @@
 //! Model providers: implementations of [`crate::engine::ModelClient`], and the
 //! [`Catalog`] that turns `provider/model` names into ready clients.
 //!
-//! Two kinds exist: [`OpenAiClient`] speaks OpenAI Chat Completions, which covers OpenAI
-//! itself and nearly every other server (OpenRouter, vLLM, Ollama, llama.cpp, DeepSeek);
+//! Four kinds exist: [`OpenAiClient`] speaks OpenAI Chat Completions, which nearly every
+//! server speaks (OpenRouter, vLLM, Ollama, llama.cpp, DeepSeek); [`ResponsesClient`]
+//! OpenAI Responses (the built-in `openai`); [`AnthropicClient`] Anthropic Messages;
 //! [`ReplayClient`] plays scripted replies, so a session works offline (the built-in
 //! demo) and tests get a deterministic model.
 //!
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 
-use crate::config::{Config, ProviderConfig, ProviderKind};
+use crate::config::{CacheSetting, Config, ProviderConfig, ProviderKind, Thinking};
 use crate::engine::{
     ChatRequest, ModelCatalog, ModelClient, ModelError, ModelInfo, ModelStream, ResolvedModel,
     RetryPolicy,
@@ -28,14 +29,22 @@ use crate::protocol::ModelState;
 mod anthropic;
 mod openai;
 mod replay;
+mod responses;
 pub mod sse;
 
 pub use anthropic::AnthropicClient;
+/// A Messages reply from its body's bytes, for the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use anthropic::reply as messages_reply;
 pub use openai::OpenAiClient;
 /// A Chat Completions reply from its body's bytes, for the fuzz targets (`crate::fuzzing`).
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use openai::sse_reply;
 pub use replay::ReplayClient;
+pub use responses::ResponsesClient;
+/// A Responses reply from its body's bytes, for the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use responses::reply as responses_reply;
 
 const OPENAI: &str = "openai";
 const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -100,7 +109,9 @@ impl Catalog {
             .get(OPENAI_BASE_URL_ENV)
             .filter(|url| !url.is_empty())
             .map_or(DEFAULT_OPENAI_BASE_URL, String::as_str);
-        let mut openai = bare_provider(ProviderKind::Openai);
+        // The built-in `openai` speaks Responses; `kind = "openai"` tables stay on Chat
+        // Completions.
+        let mut openai = bare_provider(ProviderKind::OpenaiResponses);
         openai.base_url = Some(base_url.to_owned());
         openai.api_key_env = Some(OPENAI_KEY_ENV.to_owned());
         let anthropic_url = env
@@ -197,26 +208,46 @@ impl Catalog {
 
     fn info(&self, provider: &Provider, model: &str) -> ModelInfo {
         let mut settings = provider.config.model_settings(model);
-        if provider.config.kind == ProviderKind::Anthropic
-            && let Some(known) = claude_defaults(model)
-        {
+        let anthropic = provider.config.kind == ProviderKind::Anthropic;
+        if anthropic && let Some(known) = claude_defaults(model) {
+            // Cache writes cost 1.25 times the input price for 5 minutes, twice for an hour.
+            let write = if provider.config.cache == Some(CacheSetting::OneHour) {
+                2.0
+            } else {
+                1.25
+            };
             settings.context_window = settings.context_window.or(Some(known.context_window));
             settings.max_output_tokens = settings.max_output_tokens.or(Some(known.max_output));
             settings.input_price = settings.input_price.or(Some(known.input));
-            settings.cached_input_price = settings.cached_input_price.or(Some(known.cache_read));
+            settings.cached_input_price = settings.cached_input_price.or(Some(known.input / 10.0));
+            settings.cache_write_price = settings.cache_write_price.or(Some(known.input * write));
             settings.output_price = settings.output_price.or(Some(known.output));
         }
-        // Thinking on Messages must be resent with its signature, which the store does
-        // not keep yet, so Anthropic models take no effort until it does.
-        let efforts_by_default = provider.config.kind == ProviderKind::Replay
-            || (provider.builtin && provider.config.kind != ProviderKind::Anthropic);
-        let reasoning_efforts = settings.reasoning_efforts.unwrap_or_else(|| {
-            if efforts_by_default {
-                ["low", "medium", "high"].map(String::from).to_vec()
-            } else {
-                Vec::new()
+        let openai = matches!(
+            provider.config.kind,
+            ProviderKind::Openai | ProviderKind::OpenaiResponses
+        );
+        if openai && let Some(known) = gpt_defaults(model) {
+            settings.context_window = settings.context_window.or(Some(known.context_window));
+            settings.max_output_tokens = settings.max_output_tokens.or(Some(known.max_output));
+            settings.input_price = settings.input_price.or(Some(known.input));
+            settings.cached_input_price = settings.cached_input_price.or(Some(known.input / 10.0));
+            settings.output_price = settings.output_price.or(Some(known.output));
+        }
+        let efforts_by_default: &[&str] = if anthropic {
+            match self.thinking(provider, model) {
+                Thinking::Adaptive => &["low", "medium", "high", "max"],
+                Thinking::Budget => &["low", "medium", "high"],
+                Thinking::None => &[],
             }
-        });
+        } else if provider.config.kind == ProviderKind::Replay || provider.builtin {
+            &["low", "medium", "high"]
+        } else {
+            &[]
+        };
+        let reasoning_efforts = settings
+            .reasoning_efforts
+            .unwrap_or_else(|| efforts_by_default.iter().map(|e| (*e).to_owned()).collect());
         ModelInfo {
             context_window: settings.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
             max_output_tokens: settings
@@ -225,8 +256,20 @@ impl Catalog {
             reasoning_efforts,
             input_price: settings.input_price,
             cached_input_price: settings.cached_input_price,
+            cache_write_price: settings.cache_write_price,
             output_price: settings.output_price,
         }
+    }
+
+    /// How an Anthropic model takes an effort: the config's word, else the table's, else
+    /// not at all (a model we do not know may not think).
+    fn thinking(&self, provider: &Provider, model: &str) -> Thinking {
+        provider
+            .config
+            .model_settings(model)
+            .thinking
+            .or_else(|| claude_defaults(model).map(|known| known.thinking))
+            .unwrap_or(Thinking::None)
     }
 
     /// The client of `provider`, and its `model_status.state`.
@@ -255,7 +298,7 @@ impl Catalog {
                 };
                 (Arc::new(client), ModelState::Ready)
             }
-            ProviderKind::Openai | ProviderKind::Anthropic => {
+            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::OpenaiResponses => {
                 let anthropic = config.kind == ProviderKind::Anthropic;
                 let (default_env, default_url, url_env) = if anthropic {
                     (
@@ -306,7 +349,24 @@ impl Catalog {
                     let mut client = AnthropicClient::new(name, base_url)
                         .headers(&config.headers)
                         .max_tokens(max_tokens)
-                        .cache(config.cache.as_deref() != Some("off"));
+                        .cache(config.cache.unwrap_or(CacheSetting::FiveMinutes))
+                        .thinking(self.thinking(provider, model))
+                        .text_editor(
+                            config
+                                .model_settings(model)
+                                .text_editor
+                                .or_else(|| claude_defaults(model).map(|known| known.text_editor))
+                                .unwrap_or(false),
+                        );
+                    if let Some(timeout) = timeout {
+                        client = client.connect_timeout(timeout);
+                    }
+                    match &missing {
+                        Some(message) => Arc::new(client.unusable(message.clone())),
+                        None => Arc::new(client.api_key(key)),
+                    }
+                } else if config.kind == ProviderKind::OpenaiResponses {
+                    let mut client = ResponsesClient::new(name, base_url).headers(&config.headers);
                     if let Some(timeout) = timeout {
                         client = client.connect_timeout(timeout);
                     }
@@ -401,6 +461,10 @@ impl ModelCatalog for Catalog {
             retry: retry_policy(&provider.config),
             state,
             notice: None,
+            context_from_usage: matches!(
+                provider.config.kind,
+                ProviderKind::Anthropic | ProviderKind::OpenaiResponses
+            ),
         })
     }
 
@@ -416,12 +480,14 @@ impl ModelCatalog for Catalog {
                 reasoning_efforts: Vec::new(),
                 input_price: None,
                 cached_input_price: None,
+                cache_write_price: None,
                 output_price: None,
             },
             client: Arc::new(Unusable(why.to_owned())),
             retry: RetryPolicy::default(),
             state: ModelState::InvalidConfig,
             notice: None,
+            context_from_usage: false,
         }
     }
 
@@ -486,39 +552,87 @@ fn retry_policy(config: &ProviderConfig) -> RetryPolicy {
     }
 }
 
-/// A positive, finite number of seconds; anything else means "use the default".
-/// Limits and list prices (USD per million tokens) of a current Claude model.
+/// Limits, list prices (USD per million tokens) and thinking of a current Claude model.
 struct ClaudeModel {
     context_window: u64,
     max_output: u64,
     input: f64,
-    cache_read: f64,
     output: f64,
+    thinking: Thinking,
+    /// Trained on the text editor tool `text_editor_20250728` (Claude 4 and later).
+    text_editor: bool,
 }
 
 /// The built-in table, matched on the family prefix so dated snapshots
-/// (`claude-sonnet-4-5-20250929`) find their family. Config overrides every field.
+/// (`claude-sonnet-4-5-20250929`) find their family (more specific prefixes first).
+/// Config overrides every field. Cache reads cost a tenth of the input price.
 fn claude_defaults(model: &str) -> Option<ClaudeModel> {
-    let table: [(&str, u64, f64, f64); 6] = [
-        ("claude-opus-4-5", 64_000, 5.0, 25.0),
-        ("claude-opus-4", 32_000, 15.0, 75.0),
-        ("claude-sonnet-4", 64_000, 3.0, 15.0),
-        ("claude-haiku-4-5", 64_000, 1.0, 5.0),
-        ("claude-3-7-sonnet", 64_000, 3.0, 15.0),
-        ("claude-3-5-haiku", 8_192, 0.8, 4.0),
+    use Thinking::{Adaptive, Budget};
+    let table: [(&str, u64, f64, f64, Thinking); 8] = [
+        ("claude-opus-4-6", 64_000, 5.0, 25.0, Adaptive),
+        ("claude-sonnet-4-6", 64_000, 3.0, 15.0, Adaptive),
+        ("claude-opus-4-5", 64_000, 5.0, 25.0, Budget),
+        ("claude-opus-4", 32_000, 15.0, 75.0, Budget),
+        ("claude-sonnet-4", 64_000, 3.0, 15.0, Budget),
+        ("claude-haiku-4-5", 64_000, 1.0, 5.0, Budget),
+        ("claude-3-7-sonnet", 64_000, 3.0, 15.0, Budget),
+        ("claude-3-5-haiku", 8_192, 0.8, 4.0, Thinking::None),
     ];
     table
         .iter()
         .find(|(prefix, ..)| model.starts_with(prefix))
-        .map(|&(_, max_output, input, output)| ClaudeModel {
-            context_window: 200_000,
-            max_output,
+        .map(
+            |&(prefix, max_output, input, output, thinking)| ClaudeModel {
+                context_window: 200_000,
+                max_output,
+                input,
+                output,
+                thinking,
+                text_editor: !prefix.starts_with("claude-3"),
+            },
+        )
+}
+
+/// Limits and list prices (USD per million tokens) of a GPT-5 model.
+struct GptModel {
+    context_window: u64,
+    max_output: u64,
+    input: f64,
+    output: f64,
+}
+
+/// The built-in table of the GPT-5 families, matched on the whole name or the name and a
+/// dated suffix (`gpt-5-2025-08-07`), so `gpt-5.5` is not taken for `gpt-5`. The context
+/// window is the input limit (272k of the 400k, the rest being the output's); cached
+/// input costs a tenth of the input price. Config overrides every field.
+fn gpt_defaults(model: &str) -> Option<GptModel> {
+    let table: [(&str, f64, f64); 9] = [
+        ("gpt-5.2-codex", 1.75, 14.0),
+        ("gpt-5.2", 1.75, 14.0),
+        ("gpt-5.1-codex-mini", 0.25, 2.0),
+        ("gpt-5.1-codex", 1.25, 10.0),
+        ("gpt-5.1", 1.25, 10.0),
+        ("gpt-5-codex", 1.25, 10.0),
+        ("gpt-5-mini", 0.25, 2.0),
+        ("gpt-5-nano", 0.05, 0.4),
+        ("gpt-5", 1.25, 10.0),
+    ];
+    table
+        .iter()
+        .find(|(family, ..)| {
+            model
+                .strip_prefix(family)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+        })
+        .map(|&(_, input, output)| GptModel {
+            context_window: 272_000,
+            max_output: 128_000,
             input,
-            cache_read: input / 10.0,
             output,
         })
 }
 
+/// A positive, finite number of seconds; anything else means "use the default".
 fn positive_secs(secs: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(secs)
         .ok()
@@ -538,7 +652,10 @@ fn bare_provider(kind: ProviderKind) -> ProviderConfig {
         reasoning_efforts: None,
         input_price: None,
         cached_input_price: None,
+        cache_write_price: None,
         output_price: None,
+        thinking: None,
+        text_editor: None,
         models: BTreeMap::new(),
         include_usage: None,
         max_retries: None,

@@ -222,7 +222,13 @@ pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> Value 
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": &*request.system}));
     }
-    messages.extend(request.messages().map(message_json));
+    // A reply that held only another API's items (reasoning cut short, say) has
+    // nothing to say here, and an empty assistant message is refused by some servers.
+    let said = |message: &&Message| {
+        !matches!(message, Message::Assistant { text, tool_calls, .. }
+            if text.is_empty() && tool_calls.is_empty())
+    };
+    messages.extend(request.messages().filter(said).map(message_json));
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(messages));

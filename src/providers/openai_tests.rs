@@ -49,6 +49,7 @@ fn body_with_images_tools_calls_and_results() {
             }],
         },
         Message::Assistant {
+            provider_items: None,
             text: String::new(),
             reasoning: "secret thoughts".into(),
             tool_calls: vec![ToolCall {
@@ -65,6 +66,7 @@ fn body_with_images_tools_calls_and_results() {
             card: Default::default(),
         },
         Message::Assistant {
+            provider_items: None,
             text: "Done.".into(),
             reasoning: String::new(),
             tool_calls: Vec::new(),
@@ -498,4 +500,43 @@ async fn a_streamed_refusal_is_the_reply() {
             ModelEvent::Finished(FinishReason::Stop),
         ]
     );
+}
+
+#[test]
+fn a_reply_of_only_provider_items_is_not_sent_as_an_empty_message() {
+    let items = crate::engine::ProviderItems {
+        api: "openai-responses".into(),
+        provider: "openai".into(),
+        model: "gpt-x".into(),
+        items: vec![crate::engine::ProviderItem {
+            after_calls: 0,
+            json: "{\"type\":\"reasoning\"}".into(),
+        }],
+    };
+    let body = request_body(
+        &request(vec![
+            Message::User {
+                text: "hi".into(),
+                images: vec![],
+            },
+            Message::Assistant {
+                text: String::new(),
+                reasoning: "thought".into(),
+                tool_calls: vec![],
+                provider_items: Some(std::sync::Arc::new(items)),
+            },
+            Message::User {
+                text: "again".into(),
+                images: vec![],
+            },
+        ]),
+        true,
+    );
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "user"]);
 }

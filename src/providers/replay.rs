@@ -216,6 +216,7 @@ impl Inner {
             tail.push(ModelEvent::Usage(TurnUsage {
                 input_tokens: usage.prompt_tokens,
                 cached_input_tokens: usage.cached_tokens,
+                cache_write_input_tokens: 0,
                 output_tokens: usage.completion_tokens,
                 reasoning_tokens: usage.reasoning_tokens,
             }));

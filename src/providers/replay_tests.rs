@@ -123,6 +123,7 @@ async fn events_come_in_order() {
             ModelEvent::Usage(TurnUsage {
                 input_tokens: 10,
                 cached_input_tokens: 4,
+                cache_write_input_tokens: 0,
                 output_tokens: 5,
                 reasoning_tokens: 1,
             }),
@@ -230,6 +231,7 @@ async fn demo_cycles_between_a_tool_call_and_an_explanation() {
     assert!(usage.input_tokens > 0 && usage.output_tokens > 0);
 
     messages.push(Message::Assistant {
+        provider_items: None,
         text: "Let me look at the project first.".into(),
         reasoning: String::new(),
         tool_calls: calls.clone(),

@@ -292,6 +292,7 @@ fn parse_usage(usage: &Value) -> TurnUsage {
         cached_input_tokens: count("/prompt_tokens_details/cached_tokens")
             .or_else(|| count("/prompt_cache_hit_tokens"))
             .unwrap_or(0),
+        cache_write_input_tokens: 0,
         output_tokens: count("/completion_tokens").unwrap_or(0),
         reasoning_tokens: count("/completion_tokens_details/reasoning_tokens").unwrap_or(0),
     }

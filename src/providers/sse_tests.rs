@@ -76,6 +76,7 @@ fn openai_text_with_usage_and_done() {
             ModelEvent::Usage(TurnUsage {
                 input_tokens: 120,
                 cached_input_tokens: 64,
+                cache_write_input_tokens: 0,
                 output_tokens: 7,
                 reasoning_tokens: 3,
             }),
@@ -157,6 +158,7 @@ fn vllm_and_deepseek_reasoning_content() {
     assert!(events.contains(&ModelEvent::Usage(TurnUsage {
         input_tokens: 5,
         cached_input_tokens: 2,
+        cache_write_input_tokens: 0,
         output_tokens: 4,
         reasoning_tokens: 0,
     })));

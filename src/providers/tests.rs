@@ -94,6 +94,7 @@ fn model_info_defaults_and_overrides() {
             reasoning_efforts: vec!["low".into(), "high".into()],
             input_price: Some(3.0),
             cached_input_price: None,
+            cache_write_price: None,
             output_price: Some(15.0),
         }
     );
@@ -419,7 +420,36 @@ async fn built_in_anthropic_provider() {
     assert_eq!(keyed.info.max_output_tokens, 64_000);
     assert_eq!(keyed.info.input_price, Some(3.0));
     assert_eq!(keyed.info.cached_input_price, Some(0.3));
-    assert!(keyed.info.reasoning_efforts.is_empty());
+    assert_eq!(keyed.info.cache_write_price, Some(3.75));
+    // Sonnet 4.5 thinks within a budget; 4.6 adaptively, with `max` too; 3.5 Haiku not.
+    assert_eq!(keyed.info.reasoning_efforts, ["low", "medium", "high"]);
+    let adaptive = catalog("", &[])
+        .resolve("anthropic/claude-opus-4-6", None)
+        .unwrap();
+    assert_eq!(
+        adaptive.info.reasoning_efforts,
+        ["low", "medium", "high", "max"]
+    );
+    assert_eq!(adaptive.info.input_price, Some(5.0));
+    let plain = catalog("", &[])
+        .resolve("anthropic/claude-3-5-haiku-latest", None)
+        .unwrap();
+    assert!(plain.info.reasoning_efforts.is_empty());
+    // A table of the config says how a model it knows takes efforts, and what they cost.
+    let told = catalog(
+        "[providers.claude]\nkind = \"anthropic\"\napi_key = \"k\"\ncache = \"1h\"\n\
+         [providers.claude.models.house-model]\nthinking = \"adaptive\"\n\
+         cache_write_price = 9.0\n",
+        &[],
+    );
+    let house = told.resolve("claude/house-model", None).unwrap();
+    assert_eq!(
+        house.info.reasoning_efforts,
+        ["low", "medium", "high", "max"]
+    );
+    assert_eq!(house.info.cache_write_price, Some(9.0));
+    let hour = told.resolve("claude/claude-sonnet-4-5", None).unwrap();
+    assert_eq!(hour.info.cache_write_price, Some(6.0));
 
     // OpenAI stays first when both keys are set.
     let both = catalog("", &[("ANTHROPIC_API_KEY", "a"), ("OPENAI_API_KEY", "o")])
@@ -459,4 +489,103 @@ async fn built_in_anthropic_provider() {
     assert_eq!(custom.state, ModelState::Ready);
     assert_eq!(custom.info.max_output_tokens, 1000);
     assert_eq!(custom.info.input_price, Some(3.0));
+}
+
+#[test]
+fn built_in_openai_speaks_responses_and_openai_tables_chat_completions() {
+    let catalog = catalog(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [providers.resp]\nkind = \"openai-responses\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        &[("OPENAI_API_KEY", "k")],
+    );
+    assert_eq!(
+        catalog.providers["openai"].config.kind,
+        ProviderKind::OpenaiResponses
+    );
+    assert_eq!(catalog.providers["local"].config.kind, ProviderKind::Openai);
+    assert_eq!(
+        catalog.providers["resp"].config.kind,
+        ProviderKind::OpenaiResponses
+    );
+    let builtin = catalog.default_model().unwrap();
+    assert_eq!(builtin.full_name(), "openai/gpt-5.5");
+    assert_eq!(builtin.state, ModelState::Ready);
+    assert_eq!(builtin.info.reasoning_efforts, ["low", "medium", "high"]);
+    let custom = catalog.resolve("resp/gpt-5", None).unwrap();
+    assert_eq!(custom.state, ModelState::Ready);
+}
+
+/// A loopback HTTP server that answers one request with `body`, one chunk of chunked
+/// transfer encoding per SSE event (each written and flushed on its own, as a server
+/// sends them as they come). Returns the base URL and the request it received.
+pub(crate) async fn serve_events(body: &str) -> (String, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let events: Vec<String> = body.split_inclusive("\n\n").map(str::to_owned).collect();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        socket.set_nodelay(true).unwrap();
+        let mut received = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "client closed before sending the whole request");
+            received.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&received);
+            if let Some(head_end) = text.find("\r\n\r\n") {
+                let length = text[..head_end]
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if received.len() >= head_end + 4 + length {
+                    break;
+                }
+            }
+        }
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        for event in events {
+            let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+            socket.write_all(chunk.as_bytes()).await.unwrap();
+            socket.flush().await.unwrap();
+        }
+        socket.write_all(b"0\r\n\r\n").await.unwrap();
+        socket.shutdown().await.unwrap();
+        String::from_utf8(received).unwrap()
+    });
+    (base, server)
+}
+
+#[test]
+fn gpt_5_families_come_with_their_limits_and_prices() {
+    let keyed = catalog("", &[("OPENAI_API_KEY", "k")]);
+    let info = |name: &str| keyed.resolve(name, None).unwrap().info;
+    let gpt5 = info("openai/gpt-5-2025-08-07");
+    assert_eq!(gpt5.context_window, 272_000);
+    assert_eq!(gpt5.max_output_tokens, 128_000);
+    assert_eq!(gpt5.input_price, Some(1.25));
+    assert_eq!(gpt5.cached_input_price, Some(0.125));
+    assert_eq!(gpt5.output_price, Some(10.0));
+    assert_eq!(info("openai/gpt-5-mini").input_price, Some(0.25));
+    assert_eq!(info("openai/gpt-5.1-codex-mini").output_price, Some(2.0));
+    assert_eq!(info("openai/gpt-5.2").input_price, Some(1.75));
+    // A family the table does not know is not taken for one it knows.
+    let unknown = info("openai/gpt-5.5");
+    assert_eq!(unknown.input_price, None);
+    assert_eq!(unknown.context_window, DEFAULT_CONTEXT_WINDOW);
+    // Config wins.
+    let told = catalog(
+        "[providers.gpt]\nkind = \"openai-responses\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         [providers.gpt.models.gpt-5]\ninput_price = 2.0\n",
+        &[],
+    );
+    let own = told.resolve("gpt/gpt-5", None).unwrap().info;
+    assert_eq!(own.input_price, Some(2.0));
+    assert_eq!(own.output_price, Some(10.0));
 }

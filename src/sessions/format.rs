@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::trace_lines::{self, AgentLine, GoalLine, StepLine};
 use crate::engine::conversation::store::{ApprovalMark, Entry, EntryBody, FileBefore, SessionMeta};
-use crate::engine::{ImageData, Message, ToolCall};
+use crate::engine::{ImageData, Message, ProviderItem, ProviderItems, ToolCall};
 use crate::protocol::{PlanStatus, UserMessageEvent};
 
 /// The version of the line format, written in the session entry.
@@ -66,6 +66,10 @@ pub enum Body {
         reasoning: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<Call>,
+        /// Provider-bound items of the reply (signed thinking, encrypted reasoning),
+        /// resent only to the provider and model that made them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_items: Option<ItemsLine>,
     },
     ToolResult {
         call_id: String,
@@ -173,6 +177,23 @@ pub struct Call {
     pub arguments: String,
 }
 
+/// A reply's provider items: which API, provider and model made them, and each item's
+/// JSON text (a string, kept byte for byte) with the number of calls before it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ItemsLine {
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub items: Vec<ItemLine>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ItemLine {
+    #[serde(default)]
+    pub after_calls: usize,
+    pub json: String,
+}
+
 /// A file before a turn changed it: `content` is base64, `null` when it did not exist.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct File {
@@ -232,7 +253,21 @@ fn body_of(body: &EntryBody) -> Body {
             text,
             reasoning,
             tool_calls,
+            provider_items,
         }) => Body::Assistant {
+            provider_items: provider_items.as_deref().map(|items| ItemsLine {
+                api: items.api.clone(),
+                provider: items.provider.clone(),
+                model: items.model.clone(),
+                items: items
+                    .items
+                    .iter()
+                    .map(|item| ItemLine {
+                        after_calls: item.after_calls,
+                        json: item.json.to_string(),
+                    })
+                    .collect(),
+            }),
             text: text.clone(),
             reasoning: reasoning.clone(),
             tool_calls: tool_calls
@@ -374,7 +409,23 @@ pub fn decode(line: Line) -> Result<Entry, String> {
             text,
             reasoning,
             tool_calls,
+            provider_items,
         } => EntryBody::Assistant(Message::Assistant {
+            provider_items: provider_items.map(|items| {
+                Arc::new(ProviderItems {
+                    api: items.api,
+                    provider: items.provider,
+                    model: items.model,
+                    items: items
+                        .items
+                        .into_iter()
+                        .map(|item| ProviderItem {
+                            after_calls: item.after_calls,
+                            json: Arc::from(item.json),
+                        })
+                        .collect(),
+                })
+            }),
             text,
             reasoning,
             tool_calls: tool_calls

@@ -136,6 +136,7 @@ fn reply(text: &str) -> Prepared {
             text: text.into(),
             reasoning: String::new(),
             tool_calls: vec![],
+            provider_items: None,
         }),
         1,
     )

@@ -16,6 +16,7 @@ mod mcp;
 mod mcp_elicit;
 mod mcp_everything;
 mod mcp_ops;
+mod native;
 mod plans;
 mod project;
 mod queue;

@@ -111,7 +111,7 @@ fn events_the_spec_shows_validate() {
         json!({"type":"status","message":"queued: 2","session":"s"}),
         json!({"type":"status","message":"approval mode: auto-edit","session":"s"}),
         json!({"type":"approval_request","call_id":"call_2","name":"bash","summary":"rm -rf build","subagent_id":null,"hunks":null,"session":"s"}),
-        json!({"type":"usage","input_tokens":1234,"cached_input_tokens":800,"output_tokens":56,"reasoning_tokens":12,"session":"s"}),
+        json!({"type":"usage","input_tokens":1234,"cached_input_tokens":800,"cache_write_input_tokens":0,"output_tokens":56,"reasoning_tokens":12,"session":"s"}),
         json!({"type":"subagent_transcript","agent_id":"/root/x","error":"unknown agent: /root/x","session":"s"}),
         json!({"type":"error","message":"no session: send open or attach first"}),
         json!({"type":"session_closed","session":"s","reason":"quit"}),

@@ -13,6 +13,10 @@ use crate::protocol::TurnUsage;
 
 pub const TOKENIZER: &str = "o200k";
 
+/// `context_usage.tokenizer` when the count starts from the provider's own usage of the
+/// last request, with only what was added since counted by o200k.
+pub const MEASURED: &str = "provider+o200k";
+
 /// Per-message framing tokens (role, separators), as OpenAI documents for chat models.
 const PER_MESSAGE: u64 = 3;
 /// A typical image at high detail; providers bill images by tiles, not by bytes.
@@ -109,14 +113,19 @@ pub fn count_context(system: &str, messages: &[Message], tools: &[ToolSpec]) -> 
     count_base(system, tools) + messages.iter().map(count_message).sum::<u64>()
 }
 
-/// USD cost of one turn's usage at the model's prices (0 for what is unpriced). Cached
-/// input is billed at its own price when one is set, else at the input price.
+/// USD cost of one turn's usage at the model's prices (0 for what is unpriced). Input
+/// read from the cache and input written to it are billed at their own prices when set,
+/// else at the input price.
 pub fn cost(usage: &TurnUsage, info: &ModelInfo) -> f64 {
     let per_token = |price: Option<f64>| price.unwrap_or(0.0) / 1_000_000.0;
     let cached = usage.cached_input_tokens.min(usage.input_tokens);
-    let uncached = usage.input_tokens - cached;
+    let written = usage
+        .cache_write_input_tokens
+        .min(usage.input_tokens - cached);
+    let uncached = usage.input_tokens - cached - written;
     uncached as f64 * per_token(info.input_price)
         + cached as f64 * per_token(info.cached_input_price.or(info.input_price))
+        + written as f64 * per_token(info.cache_write_price.or(info.input_price))
         + usage.output_tokens as f64 * per_token(info.output_price)
 }
 
@@ -131,6 +140,7 @@ mod tests {
             reasoning_efforts: vec![],
             input_price: Some(2.0),
             cached_input_price: Some(0.5),
+            cache_write_price: Some(2.5),
             output_price: Some(10.0),
         }
     }
@@ -150,6 +160,7 @@ mod tests {
         let usage = TurnUsage {
             input_tokens: 1_000_000,
             cached_input_tokens: 400_000,
+            cache_write_input_tokens: 0,
             output_tokens: 100_000,
             reasoning_tokens: 0,
         };
@@ -158,9 +169,23 @@ mod tests {
         let unpriced = ModelInfo {
             input_price: None,
             cached_input_price: None,
+            cache_write_price: None,
             output_price: None,
             ..info()
         };
         assert_eq!(super::cost(&usage, &unpriced), 0.0);
+        // Cache writes at their price: 1M input = 400k read + 100k written + 500k plain.
+        let written = TurnUsage {
+            cache_write_input_tokens: 100_000,
+            ..usage
+        };
+        let cost = super::cost(&written, &info());
+        assert!((cost - (1.0 + 0.2 + 0.25 + 1.0)).abs() < 1e-9, "{cost}");
+        let no_write_price = ModelInfo {
+            cache_write_price: None,
+            ..info()
+        };
+        let cost = super::cost(&written, &no_write_price);
+        assert!((cost - (1.2 + 0.2 + 1.0)).abs() < 1e-9, "{cost}");
     }
 }

@@ -26,6 +26,13 @@ pub struct ChatRequest {
     pub conversation: Vec<Arc<Entry>>,
     pub tools: Vec<ToolSpec>,
     pub reasoning_effort: Option<String>,
+    /// The provider's name as the catalog knows it (`anthropic`, a config table's name):
+    /// with [`ChatRequest::model`] it says which [`ProviderItems`] of the conversation
+    /// are this request's to resend. Empty outside a session: none are.
+    pub provider: String,
+    /// A key stable across the session's requests (its id), for APIs that route
+    /// requests sharing a prompt prefix to the same cache (`prompt_cache_key`).
+    pub cache_key: Option<String>,
 }
 
 impl ChatRequest {
@@ -63,6 +70,27 @@ impl ChatRequest {
             conversation,
             tools,
             reasoning_effort: None,
+            provider: String::new(),
+            cache_key: None,
+        }
+    }
+
+    /// The provider items of `message` this request must resend verbatim: those made by
+    /// this provider and model through the API `api`. Items of another provider, model
+    /// or API are dropped, never converted (a signature is only good where it was made).
+    pub fn own_items<'a>(&self, message: &'a Message, api: &str) -> &'a [ProviderItem] {
+        match message {
+            Message::Assistant {
+                provider_items: Some(items),
+                ..
+            } if !self.provider.is_empty()
+                && items.api == api
+                && items.provider == self.provider
+                && items.model == self.model =>
+            {
+                &items.items
+            }
+            _ => &[],
         }
     }
 }
@@ -79,6 +107,9 @@ pub enum Message {
         text: String,
         reasoning: String,
         tool_calls: Vec<ToolCall>,
+        /// The reply's provider-bound items (signed thinking, encrypted reasoning, server
+        /// tool blocks), resent only to the provider and model that made them.
+        provider_items: Option<Arc<ProviderItems>>,
     },
     Tool {
         call_id: String,
@@ -89,6 +120,31 @@ pub enum Message {
         /// model). Empty for results recorded before cards were kept.
         card: crate::protocol::CallCard,
     },
+}
+
+/// Opaque items of one reply that only the API, provider and model which produced them
+/// can read back: Anthropic's `thinking` blocks with their signatures, Responses'
+/// `reasoning` items with their `encrypted_content`, server tool blocks. The engine
+/// keeps them as the provider handed them (JSON text it never parses) and gives them
+/// back in the same order on later requests to the same provider and model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderItems {
+    /// The wire format (`anthropic`, `openai-responses`): the provider client's own tag.
+    pub api: String,
+    /// The provider's name and the model, as in [`ChatRequest`].
+    pub provider: String,
+    pub model: String,
+    pub items: Vec<ProviderItem>,
+}
+
+/// One opaque item, and where it sat in the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderItem {
+    /// How many of the reply's tool calls came before it: it is resent after those and
+    /// before the next one (items with 0 come first, before the reply's text).
+    pub after_calls: usize,
+    /// The item's JSON text, exactly as the provider made it.
+    pub json: Arc<str>,
 }
 
 /// An attached image, already read and base64-encoded. Shared because a long session
@@ -130,6 +186,15 @@ pub enum ModelEvent {
     },
     /// A finished tool call. All of them arrive before [`ModelEvent::Finished`].
     ToolCall(ToolCall),
+    /// A finished opaque item of the reply (see [`ProviderItems`]), in its place among
+    /// the tool calls; `api` is the client's wire format tag.
+    ProviderItem {
+        api: &'static str,
+        json: String,
+    },
+    /// Something the provider did that the user should see but the engine does not act
+    /// on (a server tool Anthropic ran): shown as an `info`.
+    Notice(String),
     Usage(TurnUsage),
     /// The reply is complete; nothing follows.
     Finished(FinishReason),
@@ -142,6 +207,9 @@ pub enum FinishReason {
     /// The reply hit the output token limit.
     Length,
     ContentFilter,
+    /// The reply paused (Anthropic's `pause_turn`: a long server tool run) and is
+    /// continued, within the same turn, by sending the conversation back as it is.
+    Paused,
     Other(String),
 }
 
@@ -215,6 +283,8 @@ pub struct ModelInfo {
     /// USD per million tokens; `None` when unpriced (cost then stays 0).
     pub input_price: Option<f64>,
     pub cached_input_price: Option<f64>,
+    /// Writing the prompt cache (Anthropic's `cache_creation_input_tokens`).
+    pub cache_write_price: Option<f64>,
     pub output_price: Option<f64>,
 }
 
@@ -252,6 +322,10 @@ pub struct ResolvedModel {
     pub state: ModelState,
     /// Shown once in the startup batch (for example: "this is the offline demo").
     pub notice: Option<String>,
+    /// The provider's usage counts every prompt token exactly (Messages, Responses):
+    /// `context_usage` then starts from the last request's real count and estimates
+    /// only what was added since.
+    pub context_from_usage: bool,
 }
 
 impl ResolvedModel {

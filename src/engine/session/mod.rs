@@ -158,7 +158,7 @@ struct Session {
     cost: f64,
     /// The last `context_usage` this session emitted (tokens, cost), for the snapshots
     /// of clients that attach later; `None` until its first turn in this process.
-    last_context_usage: Option<(u64, f64)>,
+    last_context_usage: Option<(u64, &'static str, f64)>,
     last_model_status: Option<ModelStatus>,
     internal_tx: mpsc::Sender<Internal>,
     internal_rx: mpsc::Receiver<Internal>,
@@ -511,7 +511,32 @@ impl Session {
 
     /// What the next request would carry: a sum of the entries' cached counts plus the
     /// session's fixed part, so it costs nothing however long the conversation.
-    fn context_tokens(&mut self) -> u64 {
+    /// The tokens the next request carries, and how they were counted: from the last
+    /// request's real count plus an estimate of what came since, where the provider's
+    /// usage is exact and that request's conversation is still the start of this one;
+    /// else all estimated.
+    fn context_tokens(&mut self) -> (u64, &'static str) {
+        if self.model.context_from_usage {
+            let measured = self.emitter.change(|shared| {
+                let measured = shared.measured.clone()?;
+                let conversation = shared.store.request();
+                let at = conversation
+                    .iter()
+                    .position(|entry| entry.id == measured.tail)?;
+                Some((measured, conversation[at + 1..].to_vec()))
+            });
+            if let Some((measured, since)) = measured
+                && measured.provider == self.model.provider
+                && measured.model == self.model.model
+            {
+                let added: u64 = since.iter().map(|entry| entry.tokens()).sum();
+                return (measured.tokens + added, tokens::MEASURED);
+            }
+        }
+        (self.estimated_tokens(), tokens::TOKENIZER)
+    }
+
+    fn estimated_tokens(&mut self) -> u64 {
         let base = match self.base_tokens {
             Some(base) => base,
             None => {

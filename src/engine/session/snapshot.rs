@@ -5,7 +5,6 @@ use super::Session;
 use bytes::Bytes;
 
 use crate::engine::builtin::plan_steps;
-use crate::engine::conversation::tokens;
 use crate::engine::emitter::SnapshotPart;
 use crate::engine::ports::tools::Sandbox;
 use crate::engine::shared::Shared;
@@ -132,10 +131,10 @@ impl Session {
                         .open()
                         .map(|action| action.announced.clone()),
                 );
-                if let Some((tokens, cost)) = self.last_context_usage {
+                if let Some((tokens, tokenizer, cost)) = self.last_context_usage {
                     events.push(Event::ContextUsage {
                         tokens,
-                        tokenizer: tokens::TOKENIZER.to_owned(),
+                        tokenizer: tokenizer.to_owned(),
                         cost,
                     });
                 }

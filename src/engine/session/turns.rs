@@ -193,12 +193,12 @@ impl Session {
 
     pub(super) async fn emit_context_usage(&mut self, usage: &TurnUsage) {
         self.cost += tokens::cost(usage, &self.model.info);
-        let tokens = self.context_tokens();
-        self.last_context_usage = Some((tokens, self.cost));
+        let (tokens, tokenizer) = self.context_tokens();
+        self.last_context_usage = Some((tokens, tokenizer, self.cost));
         self.emitter
             .emit(Event::ContextUsage {
                 tokens,
-                tokenizer: tokens::TOKENIZER.to_owned(),
+                tokenizer: tokenizer.to_owned(),
                 cost: self.cost,
             })
             .await;

@@ -32,7 +32,8 @@ use super::conversation::compaction;
 use super::conversation::store::{EntryBody, EntryId, Prepared};
 use super::conversation::tokens::{self, context_limit};
 use super::ports::model::{
-    ChatRequest, FinishReason, Message, ModelError, ModelEvent, ResolvedModel, Retry, ToolCall,
+    ChatRequest, FinishReason, Message, ModelError, ModelEvent, ProviderItem, ProviderItems,
+    ResolvedModel, Retry, ToolCall,
 };
 use super::ports::project::{HookEvent, Project};
 use super::ports::tools::ToolRegistry;
@@ -103,8 +104,13 @@ pub struct TurnOutcome {
 struct Reply {
     reasoning: String,
     tool_calls: Vec<ToolCall>,
+    /// Opaque provider items, each with the number of calls before it, and the API.
+    items: Vec<ProviderItem>,
+    items_api: Option<&'static str>,
     usage: TurnUsage,
     finish: Option<FinishReason>,
+    /// The last entry of the request this reply answers.
+    tail: Option<EntryId>,
     /// True once any delta reached the client: from then on a failure cannot be retried
     /// transparently.
     shown: bool,
@@ -193,11 +199,14 @@ impl TurnContext {
             }
             let (mut reply, end) = self.sample(usage).await;
             if end.is_some() {
-                // Calls of a reply cut short may be incomplete and will never run.
+                // Calls of a reply cut short may be incomplete and will never run, and
+                // the provider's items of a partial reply are never resent.
                 reply.tool_calls.clear();
+                reply.items.clear();
             }
             usage.add(&reply.usage);
             self.count_usage(&reply.usage).await;
+            self.measured(&reply);
             let calls = reply.tool_calls.clone();
             let plan_ids: HashMap<String, String> = reply
                 .tool_calls
@@ -208,9 +217,26 @@ impl TurnContext {
                     Some((call.id.clone(), draft.id))
                 })
                 .collect();
-            self.record_reply(reply.reasoning, reply.tool_calls);
+            let items = reply
+                .items_api
+                .filter(|_| !reply.items.is_empty())
+                .map(|api| {
+                    Arc::new(ProviderItems {
+                        api: api.to_owned(),
+                        provider: self.model.provider.clone(),
+                        model: self.model.model.clone(),
+                        items: std::mem::take(&mut reply.items),
+                    })
+                });
+            let recorded = self.record_reply(reply.reasoning, reply.tool_calls, items);
             if let Some(end) = end {
                 return end;
+            }
+            if calls.is_empty() && reply.finish == Some(FinishReason::Paused) && recorded {
+                // The model paused a long server-side run: the conversation goes back as
+                // it is (with what it paused on) and the model carries on, in this turn.
+                // A pause with nothing to send back would only repeat the request.
+                continue;
             }
             if calls.is_empty() {
                 match reply.finish {
@@ -436,7 +462,10 @@ impl TurnContext {
         loop {
             let mut reply = Reply::default();
             let err = match self.attempt(&request, &mut reply).await {
-                Ok(()) => return (reply, None),
+                Ok(()) => {
+                    reply.tail = request.conversation.last().map(|entry| entry.id.clone());
+                    return (reply, None);
+                }
                 Err(AttemptError::Interrupted) => return (reply, Some(TurnEnd::Interrupted)),
                 Err(AttemptError::Model(err)) => err,
             };
@@ -484,6 +513,8 @@ impl TurnContext {
             conversation,
             tools,
             reasoning_effort: self.reasoning_effort.clone(),
+            provider: self.model.provider.clone(),
+            cache_key: Some(self.session_id.clone()),
         }
     }
 
@@ -509,27 +540,53 @@ impl TurnContext {
         tools
     }
 
+    /// Remembers the real size of the prompt just answered, for `context_usage`.
+    fn measured(&self, reply: &Reply) {
+        let (Some(tail), true) = (&reply.tail, self.track.is_main()) else {
+            return;
+        };
+        if reply.usage.input_tokens == 0 {
+            return;
+        }
+        let measured = super::shared::Measured {
+            provider: self.model.provider.clone(),
+            model: self.model.model.clone(),
+            tail: tail.clone(),
+            tokens: reply.usage.input_tokens,
+        };
+        self.emitter
+            .change(|shared| shared.measured = Some(measured));
+    }
+
     /// Records the reply just streamed. Its text stays visible (as the streaming text)
     /// until the entry holding it is appended, in one step, so a snapshot taken in
-    /// between still shows it; the tokens are counted outside the lock.
-    fn record_reply(&self, reasoning: String, tool_calls: Vec<ToolCall>) {
+    /// between still shows it; the tokens are counted outside the lock. False when there
+    /// was nothing to record.
+    fn record_reply(
+        &self,
+        reasoning: String,
+        tool_calls: Vec<ToolCall>,
+        provider_items: Option<Arc<ProviderItems>>,
+    ) -> bool {
         let text = self
             .emitter
             .change(|shared| self.track.streaming(shared).clone().unwrap_or_default());
-        if text.is_empty() && tool_calls.is_empty() {
+        if text.is_empty() && tool_calls.is_empty() && provider_items.is_none() {
             self.emitter
                 .change(|shared| *self.track.streaming(shared) = None);
-            return;
+            return false;
         }
         let entry = Prepared::new(EntryBody::Assistant(Message::Assistant {
             text,
             reasoning,
             tool_calls,
+            provider_items,
         }));
         self.emitter.change(|shared| {
             *self.track.streaming(shared) = None;
             self.track.store(shared).append(entry);
         });
+        true
     }
 
     async fn attempt(&self, request: &ChatRequest, reply: &mut Reply) -> Result<(), AttemptError> {
@@ -599,6 +656,17 @@ impl TurnContext {
                     }
                 }
                 ModelEvent::ToolCall(call) => reply.tool_calls.push(call),
+                ModelEvent::Notice(text) => {
+                    reply.shown = true;
+                    self.emit(Event::info(text)).await;
+                }
+                ModelEvent::ProviderItem { api, json } => {
+                    reply.items_api = Some(api);
+                    reply.items.push(ProviderItem {
+                        after_calls: reply.tool_calls.len(),
+                        json: Arc::from(json),
+                    });
+                }
                 ModelEvent::Usage(usage) => reply.usage = usage,
                 ModelEvent::Finished(reason) => {
                     reply.finish = Some(reason);

@@ -83,6 +83,7 @@ fn turn() -> Vec<Event> {
         Event::Usage(TurnUsage {
             input_tokens: 10,
             cached_input_tokens: 2,
+            cache_write_input_tokens: 0,
             output_tokens: 3,
             reasoning_tokens: 1,
         }),

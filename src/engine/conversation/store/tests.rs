@@ -44,6 +44,7 @@ fn reply(text: &str, calls: &[&str]) -> Prepared {
                     arguments: "{}".into(),
                 })
                 .collect(),
+            provider_items: None,
         }),
         5,
     )
