@@ -201,9 +201,15 @@ fn pause_turn_continues_within_the_same_turn() {
     let messages = second.body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2, "{messages:#?}");
     assert_eq!(messages[1]["role"], "assistant");
+    // Sent back as it came, in its order.
     let blocks = messages[1]["content"].as_array().unwrap();
-    assert_eq!(blocks[0], search);
-    assert_eq!(blocks[1]["text"], "Searching. ");
+    // The breakpoint is on the text, the last block of a kind the API caches.
+    assert_eq!(
+        blocks[0],
+        json!({"type": "text", "text": "Searching. ", "cache_control": {"type": "ephemeral"}})
+    );
+    assert_eq!(blocks[1], search);
+    assert_eq!(blocks.len(), 2);
 }
 
 /// A Responses SSE body from its events.
