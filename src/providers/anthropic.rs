@@ -289,13 +289,20 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
         }
         body.insert("tools".into(), Value::Array(tools));
     }
-    // Thinking blocks take no breakpoint (the API refuses one there).
+    // The breakpoint goes on the last block of a kind the API caches (thinking blocks and
+    // the blocks of server tools take none): the last one, in all but a paused reply.
     if cache
         && let Some(block) = messages
             .last_mut()
             .and_then(|message| message["content"].as_array_mut())
-            .and_then(|content| content.last_mut())
-            .filter(|block| !matches!(str_of(block.get("type")), "thinking" | "redacted_thinking"))
+            .and_then(|content| {
+                content.iter_mut().rev().find(|block| {
+                    matches!(
+                        str_of(block.get("type")),
+                        "text" | "image" | "document" | "tool_use" | "tool_result"
+                    )
+                })
+            })
     {
         block["cache_control"] = breakpoint();
     }
@@ -373,7 +380,12 @@ fn conversation(request: &ChatRequest, editor: bool) -> Vec<Value> {
                 };
                 let mut blocks = Vec::with_capacity(tool_calls.len() + items.len() + 1);
                 blocks.extend(kept(0));
-                if !text.is_empty() {
+                // The reply's own text blocks (with their citations) stand for its text.
+                let own_text = items.iter().any(|item| {
+                    serde_json::from_str::<Value>(&item.json)
+                        .is_ok_and(|block| block["type"] == "text")
+                });
+                if !text.is_empty() && !own_text {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
                 for (position, call) in tool_calls.iter().enumerate() {
@@ -491,6 +503,8 @@ pub(crate) struct EventParser {
 #[derive(Debug)]
 struct KeptBlock {
     block: Map<String, Value>,
+    text: String,
+    citations: Vec<Value>,
     thinking: String,
     signature: String,
     input: String,
@@ -499,6 +513,22 @@ struct KeptBlock {
 impl KeptBlock {
     /// The finished block as the API wants it back.
     fn finish(mut self) -> String {
+        if !self.text.is_empty() {
+            let before = str_of(self.block.get("text")).to_owned();
+            self.block.insert("text".into(), json!(before + &self.text));
+        }
+        if !self.citations.is_empty() {
+            let mut citations = match self.block.remove("citations") {
+                Some(Value::Array(before)) => before,
+                _ => Vec::new(),
+            };
+            citations.append(&mut self.citations);
+            self.block
+                .insert("citations".into(), Value::Array(citations));
+        }
+        if self.block.get("citations").is_some_and(Value::is_null) {
+            self.block.remove("citations");
+        }
         if !self.thinking.is_empty() {
             let before = str_of(self.block.get("thinking")).to_owned();
             self.block
@@ -594,10 +624,12 @@ impl EventParser {
                 // Thinking (signed), redacted thinking, server tools and their results,
                 // and kinds added after this was written are kept whole and resent.
                 if let Value::Object(map) = block
-                    && !matches!(str_of(block.get("type")), "text" | "tool_use" | "")
+                    && !matches!(str_of(block.get("type")), "tool_use" | "")
                 {
                     let kept = KeptBlock {
                         block: map.clone(),
+                        text: String::new(),
+                        citations: Vec::new(),
                         thinking: String::new(),
                         signature: String::new(),
                         input: String::new(),
@@ -609,7 +641,19 @@ impl EventParser {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let delta = event.get("delta").unwrap_or(&Value::Null);
                 match delta.get("type").and_then(Value::as_str).unwrap_or("") {
-                    "text_delta" => push_text(&mut out, delta.get("text"), ModelEvent::TextDelta),
+                    "text_delta" => {
+                        if let Some(kept) = self.kept.get_mut(&index) {
+                            kept.text.push_str(str_of(delta.get("text")));
+                        }
+                        push_text(&mut out, delta.get("text"), ModelEvent::TextDelta)
+                    }
+                    "citations_delta" => {
+                        if let (Some(kept), Some(citation)) =
+                            (self.kept.get_mut(&index), delta.get("citation"))
+                        {
+                            kept.citations.push(citation.clone());
+                        }
+                    }
                     "thinking_delta" => {
                         if let Some(kept) = self.kept.get_mut(&index) {
                             kept.thinking.push_str(str_of(delta.get("thinking")));

@@ -859,6 +859,7 @@ async fn thinking_server_and_unknown_blocks_are_kept_whole_in_order() {
                 json!({"type": "redacted_thinking", "data": "b3BhcXVl"}),
                 json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}}),
                 json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "u"}]}),
+                json!({"type": "text", "text": "Found."}),
                 json!({"type": "brand_new_block", "x": 1}),
             ],
             "split {split}"
@@ -873,7 +874,10 @@ async fn thinking_server_and_unknown_blocks_are_kept_whole_in_order() {
                 _ => None,
             })
             .collect();
-        assert_eq!(order, ["item", "item", "item", "item", "call", "item"]);
+        assert_eq!(
+            order,
+            ["item", "item", "item", "item", "item", "call", "item"]
+        );
         let notices: Vec<&ModelEvent> = events
             .iter()
             .flatten()
@@ -1247,4 +1251,57 @@ async fn text_editor_calls_become_jucode_s_own() {
             ),
         ]
     );
+}
+
+#[tokio::test]
+async fn text_blocks_keep_their_citations_and_go_back_in_place_of_the_text() {
+    let citation = json!({"type": "web_search_result_location", "url": "https://example.com",
+        "title": "Example", "cited_text": "Rust 2.0", "encrypted_index": "eyJ"});
+    let body = sse(&[
+        start(1, 0, 0),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Before. "})),
+        stop(0),
+        block_start(1, json!({"type": "text", "text": "", "citations": []})),
+        delta(1, json!({"type": "citations_delta", "citation": citation})),
+        delta(1, json!({"type": "text_delta", "text": "Rust 2.0 is out."})),
+        stop(1),
+        message_delta("end_turn", json!({"output_tokens": 3})),
+        message_stop(),
+    ]);
+    let events = run(body, 16).await;
+    assert_eq!(text_of(&events).0, "Before. Rust 2.0 is out.");
+    let items = items_of(&events);
+    assert_eq!(
+        items,
+        vec![
+            json!({"type": "text", "text": "Before. "}),
+            json!({"type": "text", "text": "Rust 2.0 is out.", "citations": [citation]}),
+        ]
+    );
+    let messages = vec![
+        Message::User {
+            text: "news?".into(),
+            images: vec![],
+        },
+        Message::Assistant {
+            text: "Before. Rust 2.0 is out.".into(),
+            reasoning: String::new(),
+            tool_calls: vec![],
+            provider_items: Some(Arc::new(ProviderItems {
+                api: API.into(),
+                provider: "anthropic".into(),
+                model: "claude-x".into(),
+                items: items.iter().map(|item| kept(0, item.clone())).collect(),
+            })),
+        },
+        Message::User {
+            text: "more".into(),
+            images: vec![],
+        },
+    ];
+    let mut request = ChatRequest::from_messages("claude-x", "", messages, vec![]);
+    request.provider = "anthropic".into();
+    let body = request_body(&request, &shape(1000, CacheSetting::Off));
+    assert_eq!(body["messages"][1]["content"], Value::Array(items));
 }

@@ -322,11 +322,26 @@ pub(crate) fn classify_status(
             .to_owned()
     });
     let message = format!("HTTP {status}: {detail}");
+    if too_long(body) {
+        return ModelError::too_long(message);
+    }
     if RETRYABLE_STATUS.contains(&status) {
         ModelError::transient(message, retry_after)
     } else {
         ModelError::fatal(message)
     }
+}
+
+/// Whether an error body says the prompt does not fit the model's context window:
+/// OpenAI's `context_length_exceeded` code, Anthropic's "prompt is too long".
+fn too_long(body: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<Value>(body.trim()) else {
+        return false;
+    };
+    let error = value.get(0).unwrap_or(&value).get("error");
+    let field = |key: &str| error.and_then(|e| e.get(key)).and_then(Value::as_str);
+    field("code") == Some("context_length_exceeded")
+        || field("message").is_some_and(|message| message.starts_with("prompt is too long"))
 }
 
 /// The human part of an error body: `error.message`, `error` as a string, or `message`;

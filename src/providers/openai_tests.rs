@@ -540,3 +540,16 @@ fn a_reply_of_only_provider_items_is_not_sent_as_an_empty_message() {
         .collect();
     assert_eq!(roles, ["system", "user", "user"]);
 }
+
+#[test]
+fn a_prompt_too_long_for_the_window_asks_for_compaction() {
+    let openai = r#"{"error": {"message": "This model's maximum context length is 128000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}"#;
+    let anthropic = r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+    for body in [openai, anthropic] {
+        let error = classify_status(400, None, body);
+        assert_eq!(error.retry, Retry::Compact, "{body}");
+        assert!(error.message.starts_with("HTTP 400: "), "{}", error.message);
+    }
+    let other = r#"{"error": {"message": "bad tool schema", "code": "invalid_value"}}"#;
+    assert_eq!(classify_status(400, None, other).retry, Retry::Never);
+}

@@ -602,7 +602,7 @@ fn failure(error: &Value) -> ModelError {
         .and_then(Value::as_str)
         .unwrap_or("the model reported a failure");
     match code {
-        "context_length_exceeded" => ModelError::fatal(format!(
+        "context_length_exceeded" => ModelError::too_long(format!(
             "the conversation no longer fits the model's context window ({message}): \
              /compact it, or start a new session"
         )),

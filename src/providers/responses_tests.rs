@@ -347,7 +347,7 @@ async fn incomplete_failed_and_cut_streams() {
                 "context_length_exceeded",
                 "Your input exceeds the context window",
             ),
-            Retry::Never,
+            Retry::Compact,
         ),
         (
             failed("server_error", "An error occurred"),

@@ -201,9 +201,15 @@ fn pause_turn_continues_within_the_same_turn() {
     let messages = second.body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2, "{messages:#?}");
     assert_eq!(messages[1]["role"], "assistant");
+    // Sent back as it came, in its order.
     let blocks = messages[1]["content"].as_array().unwrap();
-    assert_eq!(blocks[0], search);
-    assert_eq!(blocks[1]["text"], "Searching. ");
+    // The breakpoint is on the text, the last block of a kind the API caches.
+    assert_eq!(
+        blocks[0],
+        json!({"type": "text", "text": "Searching. ", "cache_control": {"type": "ephemeral"}})
+    );
+    assert_eq!(blocks[1], search);
+    assert_eq!(blocks.len(), 2);
 }
 
 /// A Responses SSE body from its events.
@@ -628,4 +634,52 @@ fn claude_s_text_editor_edits_through_jucode_s_edit_file() {
     let call = &content(&requests[1], 1)[0];
     assert_eq!(call["name"], "str_replace_based_edit_tool");
     assert_eq!(call["input"], input);
+}
+
+#[test]
+fn a_prompt_the_provider_finds_too_long_is_compacted_and_sent_again() {
+    let model = MockModel::start();
+    let home = Home::new();
+    let url = model.base_url();
+    home.write_config(&format!(
+        "model = \"resp/gpt-x\"\n\
+         [providers.resp]\nkind = \"openai-responses\"\nbase_url = \"{url}\"\napi_key = \"k\"\n\
+         context_window = 20000\nretry_base_delay_ms = 1\n"
+    ));
+    model.push(responses_text("Noted."));
+    model.push(responses_reply(vec![
+        json!({"type": "response.failed", "response": {
+        "status": "failed", "error": {"code": "context_length_exceeded",
+        "message": "Your input exceeds the context window of this model."}}}),
+    ]));
+    model.push(responses_text("Summary of the notes."));
+    model.push(responses_text("Here is the answer."));
+    let mut serve = Serve::ready(&home);
+    serve.user(&"note ".repeat(6000));
+    serve.until_ready();
+    serve.user("and now?");
+    let events = serve.until_ready();
+    assert!(!events.iter().any(|e| e["type"] == "error"), "{events:#?}");
+    for kind in ["compaction_start", "compaction_end", "retrying"] {
+        assert!(
+            events.iter().any(|e| e["type"] == kind),
+            "{kind}: {events:#?}"
+        );
+    }
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "assistant_delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Here is the answer.");
+    // The request sent again carries the summary, not the long turn.
+    let requests = model.wait_requests(4);
+    let again = requests[3].body["input"].to_string();
+    assert!(again.contains("Summary of the notes."), "{again}");
+    assert!(!again.contains(&"note ".repeat(100)), "{again}");
+    assert!(
+        requests[1].body["input"]
+            .to_string()
+            .contains(&"note ".repeat(100))
+    );
 }

@@ -239,6 +239,9 @@ pub enum Retry {
     /// Transient (overload, 5xx, connection reset, stream cut short); the server may
     /// have said how long to wait.
     After(Option<Duration>),
+    /// The conversation does not fit the model's context window (by the provider's
+    /// count): compacting it may help, and the request is tried again once after that.
+    Compact,
 }
 
 impl ModelError {
@@ -253,6 +256,13 @@ impl ModelError {
         Self {
             message: message.into(),
             retry: Retry::After(after),
+        }
+    }
+
+    pub fn too_long(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retry: Retry::Compact,
         }
     }
 }

@@ -456,9 +456,10 @@ impl TurnContext {
             return (Reply::default(), Some(end));
         }
         self.emit(Event::Connecting).await;
-        let request = self.build_request();
+        let mut request = self.build_request();
         let policy = self.model.retry;
         let mut attempt = 0;
+        let mut compacted = false;
         loop {
             let mut reply = Reply::default();
             let err = match self.attempt(&request, &mut reply).await {
@@ -471,6 +472,34 @@ impl TurnContext {
             };
             let retry_after = match err.retry {
                 Retry::After(after) if !reply.shown && attempt < policy.max_retries => after,
+                // Too long by the provider's count (ours said it fits): compacted once, the
+                // request goes again at once.
+                Retry::Compact if !reply.shown && !compacted && self.track.is_main() => {
+                    compacted = true;
+                    self.emitter.status(SessionStatus::Compacting).await;
+                    match self.compact_now(usage, false).await {
+                        CompactEnd::Interrupted => return (reply, Some(TurnEnd::Interrupted)),
+                        CompactEnd::Failed => {
+                            self.emitter.status(SessionStatus::Streaming).await;
+                            self.emit(Event::error(format!(
+                                "model request failed: {}",
+                                err.message
+                            )))
+                            .await;
+                            return (reply, Some(TurnEnd::Failed));
+                        }
+                        CompactEnd::Done => {}
+                    }
+                    self.emitter.status(SessionStatus::Streaming).await;
+                    request = self.build_request();
+                    attempt += 1;
+                    self.emit(Event::Retrying {
+                        attempt,
+                        message: format!("{} (the conversation was compacted)", err.message),
+                    })
+                    .await;
+                    continue;
+                }
                 _ => {
                     self.emit(Event::error(format!(
                         "model request failed: {}",

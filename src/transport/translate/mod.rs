@@ -389,6 +389,7 @@ impl Translator {
                     },
                     input_tokens: turn.map(|usage| usage.input_tokens),
                     cached_input_tokens: turn.map(|usage| usage.cached_input_tokens),
+                    cache_write_input_tokens: turn.map(|usage| usage.cache_write_input_tokens),
                     output_tokens: turn.map(|usage| usage.output_tokens),
                     reasoning_tokens: turn.map(|usage| usage.reasoning_tokens),
                 })));

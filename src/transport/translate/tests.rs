@@ -83,7 +83,7 @@ fn turn() -> Vec<Event> {
         Event::Usage(TurnUsage {
             input_tokens: 10,
             cached_input_tokens: 2,
-            cache_write_input_tokens: 0,
+            cache_write_input_tokens: 4,
             output_tokens: 3,
             reasoning_tokens: 1,
         }),
@@ -173,6 +173,7 @@ fn a_dashboard_turn_reports_states_chunks_and_real_tokens() {
     assert_eq!(updates[5]["toolCallId"], updates[8]["toolCallId"]);
     assert_eq!(updates[10]["inputTokens"], 10);
     assert_eq!(updates[10]["cachedInputTokens"], 2);
+    assert_eq!(updates[10]["cacheWriteInputTokens"], 4);
     assert_eq!(updates[10]["outputTokens"], 3);
     assert_eq!(updates[10]["reasoningTokens"], 1);
     assert_eq!(
