@@ -354,9 +354,11 @@ pub fn edit_hunks(data: &[u8]) {
     let ids: Vec<String> = chosen.iter().map(|&n| hunks[n].id.clone()).collect();
     assert_eq!(apply_hunks(old, new, &ids).as_deref(), Ok(applied.as_str()));
     let reference = patch(old, &hunks, &chosen);
+    // A display cannot show carriage returns (a line may end `\r\r\n`), so the two
+    // are compared without them; the bytes themselves are checked above.
     assert_eq!(
-        applied.replace("\r\n", "\n"),
-        reference.replace("\r\n", "\n"),
+        applied.replace('\r', ""),
+        reference.replace('\r', ""),
         "hunks {chosen:?} of {hunks:#?}"
     );
     let stat = diff.stat();
