@@ -91,6 +91,10 @@ pub fn frames_and_routes(data: &[u8]) {
 
 fn route(line: &[u8]) {
     match wire::route(line) {
+        // An object naming `op` or `session` twice is refused too: which one it means
+        // is not for the daemon to guess.
+        Routed::Unroutable(wire::Unroutable::Invalid(err))
+            if err.to_string().starts_with("duplicate field") => {}
         Routed::Unroutable(_) => assert!(!is_json_object(line)),
         Routed::BadSession => {}
         Routed::Daemon(Ok(_)) => assert!(is_json_object(line)),

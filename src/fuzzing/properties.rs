@@ -373,9 +373,13 @@ pub fn edit_hunks(data: &[u8]) {
 /// `\n` unless marked; the caller compares modulo CRLF, which a display cannot show).
 fn patch(old: &str, hunks: &[crate::engine::Hunk], chosen: &[usize]) -> String {
     let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+    // A line's end as the display drops it: `\n` or `\r\n`; a last line without a
+    // newline keeps a carriage return it ends with.
     let strip = |line: &str| -> String {
-        let text = line.strip_suffix('\n').unwrap_or(line);
-        text.strip_suffix('\r').unwrap_or(text).to_owned()
+        match line.strip_suffix('\n') {
+            Some(text) => text.strip_suffix('\r').unwrap_or(text).to_owned(),
+            None => line.to_owned(),
+        }
     };
     let mut out = String::new();
     let mut at = 0;
