@@ -11,19 +11,15 @@
 //! byte-identical to the previous one up to that one's last breakpoint, and the cache
 //! is read every turn.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use eventsource_stream::Eventsource;
 use futures_util::future::{self, BoxFuture, FutureExt};
-use futures_util::stream::{self, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::openai::{
-    classify_status, http_client, read_capped, request_error, retry_after, stream_failure,
-};
+use super::openai::{classify_status, http_client, retry_after, send, stream_headers};
 use crate::config::{CacheSetting, Thinking};
 use crate::engine::{
     ChatRequest, FinishReason, Message, ModelClient, ModelError, ModelEvent, ModelStream, ToolCall,
@@ -157,23 +153,16 @@ impl AnthropicClient {
         }
         let body = serde_json::to_vec(&request_body(request, &self.shape))
             .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        headers.insert(
-            "anthropic-version",
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        if let Some(key) = &self.api_key {
-            let value = HeaderValue::from_str(key).map_err(|_| {
-                ModelError::fatal(format!(
-                    "the API key of provider {:?} contains characters not allowed in a header",
-                    self.provider
-                ))
-            })?;
-            headers.insert("x-api-key", value);
-        }
-        headers.extend(self.headers.clone());
+        let mut headers = stream_headers(
+            &self.provider,
+            self.api_key.as_deref(),
+            HeaderName::from_static("x-api-key"),
+            str::to_owned,
+            &self.headers,
+        )?;
+        headers
+            .entry("anthropic-version")
+            .or_insert(HeaderValue::from_static(ANTHROPIC_VERSION));
         let tls = !self.endpoint.starts_with("http://");
         let pending = http_client(self.connect_timeout, tls)?
             .post(&self.endpoint)
@@ -181,16 +170,16 @@ impl AnthropicClient {
             .body(body);
         let endpoint = self.endpoint.clone();
         Ok(async move {
-            let response = pending
-                .send()
-                .await
-                .map_err(|err| request_error(err, &format!("request to {endpoint} failed")))?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                let headers = response.headers().clone();
-                let body = read_capped(response).await;
-                return Err(status_error(status, &headers, &body));
-            }
+            let response = match send(pending, &endpoint).await? {
+                Ok(response) => response,
+                Err(refused) => {
+                    return Err(status_error(
+                        refused.status,
+                        &refused.headers,
+                        &refused.body,
+                    ));
+                }
+            };
             Ok(reply(response.bytes_stream()))
         }
         .boxed())
@@ -439,43 +428,21 @@ pub(crate) fn reply<E>(
 where
     E: std::error::Error + Send + 'static,
 {
-    let terminator = stream::once(future::ready(Ok(Bytes::from_static(b"\n\n"))));
-    let events = body.chain(terminator).eventsource().boxed();
-    let state = (events, EventParser::default(), VecDeque::new(), false);
-    stream::unfold(
-        state,
-        |(mut events, mut parser, mut ready, mut ended)| async move {
-            loop {
-                if let Some(item) = ready.pop_front() {
-                    return Some((item, (events, parser, ready, ended)));
-                }
-                if ended {
-                    return None;
-                }
-                let outcome = match events.next().await {
-                    Some(Ok(event)) => parser.push(&event.data),
-                    Some(Err(err)) => Err(stream_failure(err)),
-                    None => {
-                        ended = true;
-                        parser.finish()
-                    }
-                };
-                match outcome {
-                    Ok(items) => {
-                        if parser.done {
-                            ended = true;
-                        }
-                        ready.extend(items.into_iter().map(Ok));
-                    }
-                    Err(err) => {
-                        ended = true;
-                        ready.push_back(Err(err));
-                    }
-                }
-            }
-        },
-    )
-    .boxed()
+    super::stream::reply::<EventParser, E>(body)
+}
+
+impl super::stream::ReplyParser for EventParser {
+    fn push(&mut self, data: &str) -> Result<Vec<ModelEvent>, ModelError> {
+        EventParser::push(self, data)
+    }
+
+    fn finish(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        EventParser::finish(self)
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
 }
 
 /// Incremental state of one streamed Messages reply. Pure, so recorded streams can be

@@ -2,7 +2,7 @@
 //! shapes the API sends, request bodies (breakpoints, the cache-stable prefix), status
 //! classification, and one whole request against a loopback server.
 
-use futures_util::StreamExt;
+use futures_util::{StreamExt, stream};
 use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

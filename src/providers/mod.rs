@@ -31,6 +31,7 @@ mod openai;
 mod replay;
 mod responses;
 pub mod sse;
+mod stream;
 
 pub use anthropic::AnthropicClient;
 /// A Messages reply from its body's bytes, for the fuzz targets.

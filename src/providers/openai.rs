@@ -119,35 +119,26 @@ impl OpenAiClient {
         }
         let body = serde_json::to_vec(&request_body(request, self.include_usage))
             .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = &self.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelError::fatal(format!(
-                    "the API key of provider {:?} contains characters not allowed in a header",
-                    self.provider
-                ))
-            })?;
-            headers.insert(AUTHORIZATION, value);
-        }
-        headers.extend(self.headers.clone());
+        let headers = stream_headers(
+            &self.provider,
+            self.api_key.as_deref(),
+            AUTHORIZATION,
+            |key| format!("Bearer {key}"),
+            &self.headers,
+        )?;
         let pending = http_client(self.connect_timeout, self.needs_tls())?
             .post(&self.endpoint)
             .headers(headers)
             .body(body);
         let endpoint = self.endpoint.clone();
         Ok(async move {
-            let response = pending
-                .send()
-                .await
-                .map_err(|err| request_error(err, &format!("request to {endpoint} failed")))?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                let retry_after = retry_after(response.headers(), SystemTime::now());
-                let body = read_capped(response).await;
-                return Err(classify_status(status, retry_after, &body));
-            }
+            let response = match send(pending, &endpoint).await? {
+                Ok(response) => response,
+                Err(refused) => {
+                    let retry_after = retry_after(&refused.headers, SystemTime::now());
+                    return Err(classify_status(refused.status, retry_after, &refused.body));
+                }
+            };
             let is_json = response
                 .headers()
                 .get(CONTENT_TYPE)
@@ -186,6 +177,61 @@ impl ModelClient for OpenAiClient {
 /// or two): sharing them shares the connection pool, so a session's requests reuse warm
 /// connections. Plain `http://` endpoints (local servers) get a client without the
 /// system's root certificates, whose loading costs several milliseconds.
+/// The headers of a streamed JSON request: content type, `text/event-stream`, the API
+/// key (when there is one) under `key_header` as `key_value(key)` makes it, then the
+/// provider's configured `extra` headers (which win).
+pub(crate) fn stream_headers(
+    provider: &str,
+    key: Option<&str>,
+    key_header: HeaderName,
+    key_value: fn(&str) -> String,
+    extra: &HeaderMap,
+) -> Result<HeaderMap, ModelError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    if let Some(key) = key {
+        let value = HeaderValue::from_str(&key_value(key)).map_err(|_| {
+            ModelError::fatal(format!(
+                "the API key of provider {provider:?} contains characters not allowed in a header"
+            ))
+        })?;
+        headers.insert(key_header, value);
+    }
+    headers.extend(extra.clone());
+    Ok(headers)
+}
+
+/// A response whose status is not 2xx, for the API's own classification.
+pub(crate) struct Refused {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+/// Sends `pending` (a request to `endpoint`): the response when its status is 2xx, else
+/// what refused it (its body read up to a bound).
+pub(crate) async fn send(
+    pending: reqwest::RequestBuilder,
+    endpoint: &str,
+) -> Result<Result<reqwest::Response, Refused>, ModelError> {
+    let response = pending
+        .send()
+        .await
+        .map_err(|err| request_error(err, &format!("request to {endpoint} failed")))?;
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(Ok(response));
+    }
+    let headers = response.headers().clone();
+    let body = read_capped(response).await;
+    Ok(Err(Refused {
+        status,
+        headers,
+        body,
+    }))
+}
+
 pub(crate) fn http_client(
     connect_timeout: Duration,
     tls: bool,

@@ -13,19 +13,15 @@
 //! id: some servers (GitHub Copilot's) rotate ids on every event. Like the other clients
 //! this does one attempt and classifies failures; the engine retries.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use eventsource_stream::Eventsource;
 use futures_util::future::{self, BoxFuture, FutureExt};
-use futures_util::stream::{self, StreamExt};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::openai::{
-    classify_status, http_client, read_capped, request_error, retry_after, stream_failure,
-};
+use super::openai::{classify_status, http_client, retry_after, send, stream_headers};
 use crate::engine::{
     ChatRequest, FinishReason, Message, ModelClient, ModelError, ModelEvent, ModelStream, ToolCall,
 };
@@ -109,35 +105,26 @@ impl ResponsesClient {
         }
         let body = serde_json::to_vec(&request_body(request))
             .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = &self.api_key {
-            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                ModelError::fatal(format!(
-                    "the API key of provider {:?} contains characters not allowed in a header",
-                    self.provider
-                ))
-            })?;
-            headers.insert(AUTHORIZATION, value);
-        }
-        headers.extend(self.headers.clone());
+        let headers = stream_headers(
+            &self.provider,
+            self.api_key.as_deref(),
+            AUTHORIZATION,
+            |key| format!("Bearer {key}"),
+            &self.headers,
+        )?;
         let pending = http_client(self.connect_timeout, self.needs_tls())?
             .post(&self.endpoint)
             .headers(headers)
             .body(body);
         let endpoint = self.endpoint.clone();
         Ok(async move {
-            let response = pending
-                .send()
-                .await
-                .map_err(|err| request_error(err, &format!("request to {endpoint} failed")))?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                let retry_after = retry_after(response.headers(), SystemTime::now());
-                let body = read_capped(response).await;
-                return Err(status_error(status, retry_after, &body));
-            }
+            let response = match send(pending, &endpoint).await? {
+                Ok(response) => response,
+                Err(refused) => {
+                    let retry_after = retry_after(&refused.headers, SystemTime::now());
+                    return Err(status_error(refused.status, retry_after, &refused.body));
+                }
+            };
             Ok(reply(response.bytes_stream()))
         }
         .boxed())
@@ -288,43 +275,21 @@ pub(crate) fn reply<E>(
 where
     E: std::error::Error + Send + 'static,
 {
-    let terminator = stream::once(future::ready(Ok(Bytes::from_static(b"\n\n"))));
-    let events = body.chain(terminator).eventsource().boxed();
-    let state = (events, EventParser::default(), VecDeque::new(), false);
-    stream::unfold(
-        state,
-        |(mut events, mut parser, mut ready, mut ended)| async move {
-            loop {
-                if let Some(item) = ready.pop_front() {
-                    return Some((item, (events, parser, ready, ended)));
-                }
-                if ended {
-                    return None;
-                }
-                let outcome = match events.next().await {
-                    Some(Ok(event)) => parser.push(&event.data),
-                    Some(Err(err)) => Err(stream_failure(err)),
-                    None => {
-                        ended = true;
-                        parser.finish()
-                    }
-                };
-                match outcome {
-                    Ok(items) => {
-                        if parser.done {
-                            ended = true;
-                        }
-                        ready.extend(items.into_iter().map(Ok));
-                    }
-                    Err(err) => {
-                        ended = true;
-                        ready.push_back(Err(err));
-                    }
-                }
-            }
-        },
-    )
-    .boxed()
+    super::stream::reply::<EventParser, E>(body)
+}
+
+impl super::stream::ReplyParser for EventParser {
+    fn push(&mut self, data: &str) -> Result<Vec<ModelEvent>, ModelError> {
+        EventParser::push(self, data)
+    }
+
+    fn finish(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        EventParser::finish(self)
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
 }
 
 /// Incremental state of one streamed reply. Pure, so recorded streams can be fed to it

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
+use futures_util::{StreamExt, stream};
 use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
