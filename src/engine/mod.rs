@@ -29,7 +29,7 @@ pub use ports::project::{
 };
 pub use ports::tools::{
     Assessment, Confinement, DescribeCall, Effect, Hunk, Progress, Sandbox, Tool, ToolContext,
-    ToolOutput, ToolRegistry, ToolSource, shown_path, string_arg,
+    ToolOutput, ToolRegistry, ToolSource, normalize, resolve_existing, shown_path, string_arg,
 };
 pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
 pub use turn::TurnEnd;

@@ -22,9 +22,9 @@
 //! path is canonicalized, so a symlink inside the project that points elsewhere counts
 //! as outside.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
-use crate::engine::ports::tools::{Confinement, Effect, Hunk};
+use crate::engine::ports::tools::{Confinement, Effect, Hunk, normalize, resolve_existing};
 use crate::protocol::{ApprovalMode, Decision};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,46 +118,6 @@ pub fn is_inside(path: &Path, dir: &Path) -> bool {
     resolve_existing(&normalize(path)).starts_with(dir)
 }
 
-/// Lexically removes `.` and `..` components.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// Canonicalizes the longest existing ancestor and re-appends the rest.
-fn resolve_existing(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-}
-
 /// Checks an answer to an approval request; the error is the `error` event's message
 /// (the request stays open so the client can retry).
 pub fn validate_answer(
@@ -202,6 +162,7 @@ pub fn validate_answer(
 mod tests {
     use super::*;
     use ApprovalMode::*;
+    use std::path::PathBuf;
 
     fn edit(path: &str) -> Effect {
         Effect::Edit {

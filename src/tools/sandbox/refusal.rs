@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Policy;
+use crate::engine::{normalize, resolve_existing};
 
 const REFUSALS: [&str; 4] = [
     "permission denied",
@@ -114,44 +115,4 @@ fn writable_without_sandbox(path: &Path) -> bool {
         }
     };
     access(&target, AccessFlags::W_OK).is_ok()
-}
-
-/// Lexically removes `.` and `..`.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// Canonicalizes the longest existing ancestor (symlinks resolved) and re-appends the rest.
-fn resolve_existing(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
