@@ -1,7 +1,6 @@
-//! One ACP connection: the client's requests, and the requests jucode makes of the
-//! client (permissions).
+//! One ACP connection: the client's requests and notifications, and the answers to
+//! the requests jucode makes of the client (files and terminals), on the peers' core.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use bytes::Bytes;
@@ -12,39 +11,18 @@ use super::params::{
     CancelRequest, ClientCapabilities, Initialize, ListSessions, Method, NewSession, PromptParams,
     SessionRef, SetConfig, SetMode,
 };
-use super::session::{Barrier, Pending, Prompt, Session};
-use crate::protocol::{ApprovalMode, Frame, Op, SessionInfo, UserInput};
-use crate::transport::jsonrpc::{self, Message, RpcError, RpcId};
-use crate::transport::link::{Backend, LinkEvent, Target};
+use super::session::{Barrier, Prompt};
+use crate::protocol::{Frame, Op, SessionInfo, UserInput};
+use crate::transport::jsonrpc::{self, RpcError, RpcId};
+use crate::transport::link::{Backend, Target};
+use crate::transport::peer::core::{self, Core};
 use crate::transport::translate::prompt as blocks;
 
 /// The ACP protocol version this agent speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
-/// Link events not yet handled, for all of a connection's sessions together.
-const EVENT_QUEUE: usize = 1024;
-
-/// Work done elsewhere, reported back to the connection task.
-pub(super) enum Internal {
-    OpenFailed {
-        tag: u64,
-        error: String,
-    },
-    Listed {
-        id: RpcId,
-        cwd: Option<String>,
-        result: Result<Vec<SessionInfo>, String>,
-    },
-    PromptReady {
-        session: String,
-        id: RpcId,
-        result: Result<UserInput, String>,
-    },
-}
-
 /// What a session being opened was asked for.
 pub(super) struct Opening {
-    pub id: RpcId,
     pub kind: OpenKind,
     /// The editor's MCP servers, sent once the session is open.
     pub mcp: Vec<Op>,
@@ -57,138 +35,183 @@ pub(super) enum OpenKind {
     Resume,
 }
 
-/// A request jucode made of the client, waiting for its answer.
-/// What a request sent to the editor is for.
-pub(super) enum Outgoing {
-    Permission {
-        session: String,
-        call_id: String,
-    },
-    /// A file or terminal request of a session's tool call.
-    Client {
-        session: String,
-        id: String,
-        method: String,
-        call_id: Option<String>,
-    },
+/// A file or terminal request of a session's tool call, sent to the editor.
+pub(super) struct ClientAsk {
+    pub session: String,
+    pub id: String,
+    pub method: String,
+    pub call_id: Option<String>,
 }
 
-pub(super) struct Connection {
-    pub backend: Backend,
-    out: mpsc::Sender<Bytes>,
+/// The ACP dialect: what the editor's connection adds to the peers' core.
+pub(super) struct Acp {
     pub attachments: PathBuf,
-    pub sessions: HashMap<String, Session>,
-    pub opening: crate::transport::peer::Openings<Opening>,
-    pub outgoing: crate::transport::peer::Outgoing<Outgoing>,
-    pub events_tx: mpsc::Sender<LinkEvent>,
-    events: Option<mpsc::Receiver<LinkEvent>>,
-    pub internal_tx: mpsc::Sender<Internal>,
-    internal: Option<mpsc::Receiver<Internal>>,
     pub client: ClientCapabilities,
 }
 
-impl Connection {
-    pub fn new(backend: Backend, out: mpsc::Sender<Bytes>, attachments: PathBuf) -> Self {
-        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        let (internal_tx, internal) = mpsc::channel(64);
-        Self {
-            backend,
-            out,
-            attachments,
-            sessions: HashMap::new(),
-            opening: Default::default(),
-            outgoing: Default::default(),
-            events_tx,
-            events: Some(events),
-            internal_tx,
-            internal: Some(internal),
-            client: ClientCapabilities::default(),
+pub(super) type Session = crate::transport::peer::PeerSession<Acp>;
+
+/// Serves `frames` until they end; then every link is dropped (the daemon detaches
+/// them, sessions in process end).
+pub(super) async fn run(
+    backend: Backend,
+    out: mpsc::Sender<Bytes>,
+    attachments: PathBuf,
+    mut frames: mpsc::Receiver<Frame>,
+) {
+    let (mut core, mut inputs) = Core::new(backend, out);
+    let mut acp = Acp {
+        attachments,
+        client: ClientCapabilities::default(),
+    };
+    loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Some(frame) => on_frame(&mut core, &mut acp, frame).await,
+                None => break,
+            },
+            Some(event) = inputs.events.recv() => core.on_link(&mut acp, event).await,
+            Some(done) = inputs.internal.recv() => core.on_internal(&mut acp, done).await,
         }
     }
+    core.sessions.clear();
+}
 
-    /// Serves until stdin ends; then every link is dropped (the daemon detaches them,
-    /// sessions in process end).
-    pub async fn run(mut self, mut frames: mpsc::Receiver<Frame>) {
-        let (Some(mut events), Some(mut internal)) = (self.events.take(), self.internal.take())
-        else {
+async fn on_frame(core: &mut Core<Acp>, acp: &mut Acp, frame: Frame) {
+    let line = match frame {
+        Frame::Line(line) => line,
+        Frame::TooLong { limit } => {
+            let error = RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "message longer than {} MiB was skipped",
+                    limit / (1024 * 1024)
+                ),
+            );
+            core.send(jsonrpc::error_response(&RpcId::null(), &error))
+                .await;
             return;
-        };
-        loop {
-            tokio::select! {
-                frame = frames.recv() => match frame {
-                    Some(frame) => self.on_frame(frame).await,
-                    None => break,
-                },
-                Some(event) = events.recv() => self.on_link(event).await,
-                Some(done) = internal.recv() => self.on_internal(done).await,
-            }
         }
-        self.sessions.clear();
+    };
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    core.on_message(acp, &line).await;
+}
+
+impl Acp {
+    async fn prompt(
+        &mut self,
+        core: &mut Core<Self>,
+        id: &RpcId,
+        params: Value,
+    ) -> Result<(), RpcError> {
+        let params: PromptParams = jsonrpc::params(params)?;
+        let session = core.session_mut(&params.session_id)?;
+        if session.x.prompt.is_some() {
+            return Err(RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                "a prompt is already running in this session; cancel it or wait for its answer",
+            ));
+        }
+        if let Some(command) = blocks::command_of(&params.prompt) {
+            let word = command.split_whitespace().next().unwrap_or("");
+            if matches!(word, "/quit" | "/exit") {
+                return Err(RpcError::invalid_params(
+                    "use session/close to end a session",
+                ));
+            }
+            if word == "/resume" && command.split_whitespace().nth(1).is_some() {
+                return Err(RpcError::invalid_params(
+                    "use session/load to continue another session",
+                ));
+            }
+            session.x.prompt = Some(Prompt::command(id.clone()));
+            session.link.send(Op::Command { input: command }).await;
+            session.barrier(Barrier::Command, false).await;
+            return Ok(());
+        }
+        session.x.prompt = Some(Prompt::message(id.clone()));
+        core.decode_prompt(
+            params.session_id,
+            id,
+            params.prompt,
+            self.attachments.clone(),
+        );
+        Ok(())
     }
 
-    pub async fn send(&self, line: Bytes) {
-        // The writer ends only with the process; a send error means stdout is gone,
-        // and there is nobody left to tell.
-        let _ = self.out.send(line).await;
-    }
-
-    pub async fn reply(&self, id: &RpcId, result: Result<Value, RpcError>) {
-        let line = match result {
-            Ok(result) => jsonrpc::response(id, &result),
-            Err(error) => jsonrpc::error_response(id, &error),
-        };
-        self.send(line).await;
-    }
-
-    pub async fn notify(&self, method: &str, params: Value) {
-        self.send(jsonrpc::notification(method, &params)).await;
-    }
-
-    /// Sends a request to the client; its answer comes back as `outgoing`.
-    pub async fn request(&mut self, method: &str, params: Value, outgoing: Outgoing) -> i64 {
-        let id = self.outgoing.ask(outgoing);
-        self.send(jsonrpc::request(&RpcId::number(id), method, &params))
-            .await;
-        id
-    }
-
-    async fn on_frame(&mut self, frame: Frame) {
-        let line = match frame {
-            Frame::Line(line) => line,
-            Frame::TooLong { limit } => {
-                let error = RpcError::new(
+    /// `session/load` or `session/resume`.
+    async fn reopen(
+        &mut self,
+        core: &mut Core<Self>,
+        id: &RpcId,
+        kind: OpenKind,
+        params: Value,
+    ) -> Result<(), RpcError> {
+        let params: SessionRef = jsonrpc::params(params)?;
+        if !crate::sessions::valid_id(&params.session_id) {
+            return Err(RpcError::unknown_session(&params.session_id));
+        }
+        let mcp = super::mcp::ops(params.mcp_servers)?;
+        // A session this connection has open starts over on the same link, from a
+        // fresh snapshot.
+        if let Some(mut session) = core.sessions.remove(&params.session_id) {
+            if session.pending.is_some() {
+                core.sessions.insert(params.session_id, session);
+                return Err(RpcError::new(
                     jsonrpc::INVALID_REQUEST,
-                    format!(
-                        "message longer than {} MiB was skipped",
-                        limit / (1024 * 1024)
-                    ),
-                );
-                self.send(jsonrpc::error_response(&RpcId::null(), &error))
-                    .await;
-                return;
+                    "this session is still being opened",
+                ));
             }
+            for request in session.restart(id.clone(), kind) {
+                core.withdraw(request).await;
+            }
+            for op in mcp {
+                session.link.send(op).await;
+            }
+            session.link.resync().await;
+            session
+                .barrier(<Barrier as core::Barrier>::ready(), true)
+                .await;
+            core.sessions.insert(params.session_id, session);
+            return Ok(());
+        }
+        let target = Target::Attach {
+            id: params.session_id,
+            env: std::env::vars().collect(),
         };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        match jsonrpc::parse(&line) {
-            Err(answer) => self.send(answer).await,
-            Ok(Message::Request { id, method, params }) => {
-                if let Err(error) = self.on_request(&id, &method, params).await {
-                    self.reply(&id, Err(error)).await;
-                }
-            }
-            Ok(Message::Notification { method, params }) => {
-                self.on_notification(&method, params).await
-            }
-            Ok(Message::Response { id, result }) => self.on_response(&id, result).await,
-        }
+        core.open(id, Opening { kind, mcp }, target);
+        Ok(())
     }
 
-    /// Handles a request; requests answered later (once a session says so) return
-    /// `Ok` and are answered then. `Err` is answered at once.
+    /// The client cancels session `name`'s prompt.
+    async fn cancel(core: &mut Core<Self>, name: &str) {
+        if let Some(session) = core.sessions.get_mut(name)
+            && let Some(id) = session.cancel().await
+        {
+            core.answer(&id, &json!({"stopReason": "cancelled"})).await;
+        }
+    }
+}
+
+impl core::Dialect for Acp {
+    const WORDING: crate::transport::translate::Dialect = crate::transport::translate::Dialect::Acp;
+    type Wire = mpsc::Sender<Bytes>;
+    type Open = Opening;
+    type Barrier = Barrier;
+    type Extra = super::session::Extra;
+    type Ask = ClientAsk;
+    /// `session/list`'s `cwd`.
+    type Query = Option<String>;
+
+    fn replays(open: &Opening) -> bool {
+        open.kind == OpenKind::Load
+    }
+
     async fn on_request(
         &mut self,
+        core: &mut Core<Self>,
         id: &RpcId,
         method: &str,
         params: Value,
@@ -216,9 +239,9 @@ impl Connection {
                     "agentInfo": {"name": "jucode", "title": "jucode", "version": crate::protocol::VERSION},
                     "authMethods": []
                 });
-                self.reply(id, Ok(result)).await;
+                core.answer(id, &result).await;
             }
-            Method::Authenticate => self.reply(id, Ok(json!({}))).await,
+            Method::Authenticate => core.answer(id, &json!({})).await,
             Method::New => {
                 let params: NewSession = jsonrpc::params(params)?;
                 if !params.cwd.is_absolute() {
@@ -229,182 +252,60 @@ impl Connection {
                     cwd: params.cwd,
                     env: std::env::vars().collect(),
                 };
-                self.open(id, OpenKind::New, target, mcp);
-            }
-            Method::Load | Method::Resume => {
-                let params: SessionRef = jsonrpc::params(params)?;
-                if !crate::sessions::valid_id(&params.session_id) {
-                    return Err(RpcError::unknown_session(&params.session_id));
-                }
-                let mcp = super::mcp::ops(params.mcp_servers)?;
-                let kind = if method == Method::Load {
-                    OpenKind::Load
-                } else {
-                    OpenKind::Resume
+                let opening = Opening {
+                    kind: OpenKind::New,
+                    mcp,
                 };
-                // A session this connection has open starts over on the same link,
-                // from a fresh snapshot.
-                if let Some(mut session) = self.sessions.remove(&params.session_id) {
-                    if session.pending.is_some() {
-                        self.sessions.insert(params.session_id, session);
-                        return Err(RpcError::new(
-                            jsonrpc::INVALID_REQUEST,
-                            "this session is still being opened",
-                        ));
-                    }
-                    for request in session.restart(id.clone(), kind) {
-                        self.withdraw(request).await;
-                    }
-                    for op in mcp {
-                        session.peer.link.send(op).await;
-                    }
-                    session.peer.link.resync().await;
-                    session.barrier(Barrier::Ready).await;
-                    self.sessions.insert(params.session_id, session);
-                    return Ok(());
-                }
-                let target = Target::Attach {
-                    id: params.session_id,
-                    env: std::env::vars().collect(),
-                };
-                self.open(id, kind, target, mcp);
+                core.open(id, opening, target);
             }
+            Method::Load => self.reopen(core, id, OpenKind::Load, params).await?,
+            Method::Resume => self.reopen(core, id, OpenKind::Resume, params).await?,
             Method::List => {
                 let params: ListSessions = jsonrpc::params(params)?;
-                let backend = self.backend.clone();
-                let done = self.internal_tx.clone();
-                let id = id.clone();
-                tokio::spawn(async move {
-                    let result = backend.list().await;
-                    let _ = done
-                        .send(Internal::Listed {
-                            id,
-                            cwd: params.cwd,
-                            result,
-                        })
-                        .await;
-                });
+                core.list(id, params.cwd);
             }
             Method::Close => {
                 let params: SessionRef = jsonrpc::params(params)?;
-                let session = self.session_mut(&params.session_id)?;
-                session.peer.closing = Some(id.clone());
-                session.peer.link.close_session().await;
+                core.close(id, &params.session_id).await?;
             }
-            Method::Prompt => self.prompt(id, params).await?,
+            Method::Prompt => self.prompt(core, id, params).await?,
             Method::SetMode => {
                 let params: SetMode = jsonrpc::params(params)?;
-                let mode = ApprovalMode::parse(&params.mode_id).ok_or_else(|| {
-                    RpcError::invalid_params(format!("unknown mode: {}", params.mode_id))
-                })?;
-                let session = self.session_mut(&params.session_id)?;
-                session.peer.link.send(Op::SetApprovalMode { mode }).await;
-                session.barrier(Barrier::SetMode(id.clone())).await;
+                let barrier = Barrier::SetMode(id.clone());
+                core.set_mode(&params.session_id, &params.mode_id, barrier)
+                    .await?;
             }
             Method::SetConfigOption => {
                 let params: SetConfig = jsonrpc::params(params)?;
-                let session = self.session_mut(&params.session_id)?;
+                let session = core.session_mut(&params.session_id)?;
                 let op = session.config_op(&params.config_id, &params.value)?;
-                session.peer.link.send(op).await;
-                session.barrier(Barrier::SetConfig(id.clone())).await;
+                session.link.send(op).await;
+                session.barrier(Barrier::SetConfig(id.clone()), false).await;
             }
         }
         Ok(())
     }
 
-    fn open(&mut self, id: &RpcId, kind: OpenKind, target: Target, mcp: Vec<Op>) {
-        let opening = Opening {
-            id: id.clone(),
-            kind,
-            mcp,
-        };
-        self.opening.start(
-            opening,
-            &self.backend,
-            target,
-            self.events_tx.clone(),
-            self.internal_tx.clone(),
-            |tag, error| Internal::OpenFailed { tag, error },
-        );
-    }
-
-    pub fn session_mut(&mut self, id: &str) -> Result<&mut Session, RpcError> {
-        self.sessions
-            .get_mut(id)
-            .filter(|session| session.pending.is_none())
-            .ok_or_else(|| RpcError::unknown_session(id))
-    }
-
-    async fn prompt(&mut self, id: &RpcId, params: Value) -> Result<(), RpcError> {
-        let params: PromptParams = jsonrpc::params(params)?;
-        let attachments = self.attachments.clone();
-        let done = self.internal_tx.clone();
-        let session = self.session_mut(&params.session_id)?;
-        if session.prompt.is_some() {
-            return Err(RpcError::new(
-                jsonrpc::INVALID_REQUEST,
-                "a prompt is already running in this session; cancel it or wait for its answer",
-            ));
-        }
-        if let Some(command) = blocks::command_of(&params.prompt) {
-            let word = command.split_whitespace().next().unwrap_or("");
-            if matches!(word, "/quit" | "/exit") {
-                return Err(RpcError::invalid_params(
-                    "use session/close to end a session",
-                ));
-            }
-            if word == "/resume" && command.split_whitespace().nth(1).is_some() {
-                return Err(RpcError::invalid_params(
-                    "use session/load to continue another session",
-                ));
-            }
-            session.prompt = Some(Prompt::command(id.clone()));
-            session.peer.link.send(Op::Command { input: command }).await;
-            session.barrier(Barrier::Command).await;
-            return Ok(());
-        }
-        session.prompt = Some(Prompt::message(id.clone()));
-        let id = id.clone();
-        let name = params.session_id;
-        // Decoding and writing attachments is blocking work.
-        tokio::task::spawn_blocking(move || {
-            let result = blocks::to_input(&params.prompt, &attachments);
-            let _ = done.blocking_send(Internal::PromptReady {
-                session: name,
-                id,
-                result,
-            });
-        });
-        Ok(())
-    }
-
-    async fn on_notification(&mut self, method: &str, params: Value) {
+    async fn on_notification(&mut self, core: &mut Core<Self>, method: &str, params: Value) {
         match method {
             "session/cancel" => {
-                if let Ok(params) = jsonrpc::params::<SessionRef>(params)
-                    && let Some(session) = self.sessions.get_mut(&params.session_id)
-                {
-                    let ended = session.cancel().await;
-                    if let Some(id) = ended {
-                        self.reply(&id, Ok(json!({"stopReason": "cancelled"})))
-                            .await;
-                    }
+                if let Ok(params) = jsonrpc::params::<SessionRef>(params) {
+                    Self::cancel(core, &params.session_id).await;
                 }
             }
             "$/cancel_request" => {
                 // The client withdraws a request of its own: only a prompt takes time.
                 if let Ok(params) = jsonrpc::params::<CancelRequest>(params) {
-                    let found = self.sessions.values_mut().find(|session| {
+                    let found = core.sessions.iter().find(|(_, session)| {
                         session
+                            .x
                             .prompt
                             .as_ref()
                             .is_some_and(|prompt| prompt.id.is(&params.request_id))
                     });
-                    if let Some(session) = found
-                        && let Some(id) = session.cancel().await
-                    {
-                        self.reply(&id, Ok(json!({"stopReason": "cancelled"})))
-                            .await;
+                    if let Some((name, _)) = found {
+                        let name = name.clone();
+                        Self::cancel(core, &name).await;
                     }
                 }
             }
@@ -413,119 +314,122 @@ impl Connection {
         }
     }
 
-    async fn on_response(&mut self, id: &RpcId, result: Result<Value, RpcError>) {
-        let Some(outgoing) = self.outgoing.answered(id) else {
-            tracing::debug!(%id, "a response to no request of ours");
+    async fn answered(
+        &mut self,
+        core: &mut Core<Self>,
+        ask: ClientAsk,
+        result: Result<Value, RpcError>,
+    ) {
+        self.client_answered(core, ask, result).await;
+    }
+
+    async fn opened(&mut self, session: &mut Session) {
+        if let Some(op) = self.client.op() {
+            session.link.send(op).await;
+        }
+        let mcp = session
+            .pending
+            .as_mut()
+            .map(|pending| std::mem::take(&mut pending.open.mcp))
+            .unwrap_or_default();
+        for op in mcp {
+            session.link.send(op).await;
+        }
+    }
+
+    async fn output(
+        &mut self,
+        core: &mut Core<Self>,
+        name: &str,
+        session: &mut Session,
+        output: crate::transport::translate::Output,
+    ) {
+        self.session_output(core, name, session, output).await;
+    }
+
+    async fn passed(
+        &mut self,
+        core: &mut Core<Self>,
+        name: &str,
+        session: &mut Session,
+        barrier: Barrier,
+    ) {
+        self.barrier_passed(core, name, session, barrier).await;
+    }
+
+    async fn ended(&mut self, core: &mut Core<Self>, session: &mut Session, why: &str) {
+        if let Some(prompt) = session.x.prompt.take() {
+            let answer = if prompt.cancelled() {
+                Ok(json!({"stopReason": "cancelled"}))
+            } else {
+                Err(RpcError::internal(format!("the session ended: {why}")))
+            };
+            core.reply(&prompt.id, answer).await;
+        }
+    }
+
+    fn listed(&self, rows: Vec<SessionInfo>, cwd: Option<String>) -> Value {
+        let sessions: Vec<Value> = rows
+            .into_iter()
+            .filter(|row| !row.chat)
+            .filter(|row| cwd.is_none() || row.cwd == cwd)
+            .map(|row| match row.broken {
+                // A broken file is listed too (ACP has no field for it: its title and
+                // `_meta` say it); its working directory is unknown.
+                Some(why) => json!({
+                    "sessionId": row.session,
+                    "cwd": row.cwd.unwrap_or_default(),
+                    "title": format!("(broken) {why}"),
+                    "updatedAt": rfc3339(row.updated),
+                    "_meta": {"broken": why},
+                }),
+                None => json!({
+                    "sessionId": row.session,
+                    "cwd": row.cwd.unwrap_or_default(),
+                    "title": row.label,
+                    "updatedAt": rfc3339(row.updated),
+                }),
+            })
+            .collect();
+        json!({"sessions": sessions, "nextCursor": null})
+    }
+
+    async fn prompt_ready(
+        &mut self,
+        core: &mut Core<Self>,
+        name: &str,
+        id: RpcId,
+        result: Result<UserInput, String>,
+    ) {
+        // A session that ended meanwhile answered its prompt as it ended.
+        let Some(session) = core.sessions.get_mut(name) else {
             return;
         };
-        match outgoing {
-            Outgoing::Client {
-                session,
-                id,
-                method,
-                call_id,
-            } => {
-                self.client_answered(&session, id, &method, call_id, result)
-                    .await
+        match result {
+            Ok(input) => {
+                if let Some(prompt) = session.x.prompt.as_mut().filter(|p| p.id == id) {
+                    prompt.content = Some(input.content.clone());
+                    session.link.send(Op::UserMessage(input)).await;
+                }
             }
-            Outgoing::Permission { session, call_id } => {
-                let Some(session) = self.sessions.get_mut(&session) else {
-                    return;
-                };
-                let cancelling = session.prompt.as_ref().is_some_and(|p| p.cancelled());
-                session
-                    .peer
-                    .permission_answered(&call_id, result.ok().as_ref(), cancelling)
+            Err(message) => {
+                session.x.prompt = None;
+                core.reply(&id, Err(RpcError::invalid_params(message)))
                     .await;
             }
         }
     }
 
-    async fn on_internal(&mut self, done: Internal) {
-        match done {
-            Internal::OpenFailed { tag, error } => {
-                if let Some(opening) = self.opening.take(tag) {
-                    let code = if opening.kind == OpenKind::New {
-                        jsonrpc::INTERNAL_ERROR
-                    } else {
-                        jsonrpc::RESOURCE_NOT_FOUND
-                    };
-                    self.reply(&opening.id, Err(RpcError::new(code, error)))
-                        .await;
-                }
-            }
-            Internal::Listed { id, cwd, result } => {
-                let result = result.map_err(RpcError::internal).map(|rows| {
-                    let sessions: Vec<Value> = rows
-                        .into_iter()
-                        .filter(|row| !row.chat)
-                        .filter(|row| cwd.is_none() || row.cwd == cwd)
-                        .map(|row| match row.broken {
-                            // A broken file is listed too (ACP has no field for it: its
-                            // title and `_meta` say it); its working directory is unknown.
-                            Some(why) => json!({
-                                "sessionId": row.session,
-                                "cwd": row.cwd.unwrap_or_default(),
-                                "title": format!("(broken) {why}"),
-                                "updatedAt": rfc3339(row.updated),
-                                "_meta": {"broken": why},
-                            }),
-                            None => json!({
-                                "sessionId": row.session,
-                                "cwd": row.cwd.unwrap_or_default(),
-                                "title": row.label,
-                                "updatedAt": rfc3339(row.updated),
-                            }),
-                        })
-                        .collect();
-                    json!({"sessions": sessions, "nextCursor": null})
-                });
-                self.reply(&id, result).await;
-            }
-            Internal::PromptReady {
-                session,
-                id,
-                result,
-            } => {
-                let Some(state) = self.sessions.get_mut(&session) else {
-                    return;
-                };
-                match result {
-                    Ok(input) => {
-                        if let Some(prompt) = state.prompt.as_mut().filter(|p| p.id == id) {
-                            prompt.content = Some(input.content.clone());
-                            state.peer.link.send(Op::UserMessage(input)).await;
-                        }
-                    }
-                    Err(message) => {
-                        state.prompt = None;
-                        self.reply(&id, Err(RpcError::invalid_params(message)))
-                            .await;
-                    }
-                }
-            }
-        }
+    fn cancelling(session: &Session) -> bool {
+        session.x.prompt.as_ref().is_some_and(Prompt::cancelled)
     }
 
-    /// Registers a link that came up for `opening`.
-    /// The session of an open that succeeded, with the ops it still has to send.
-    pub fn adopt(
-        &mut self,
-        tag: u64,
-        link: crate::transport::link::Link,
-    ) -> Option<(&mut Session, Vec<Op>)> {
-        let opening = self.opening.take(tag)?;
-        let mcp = opening.mcp;
-        let name = link.session.clone();
-        let session = Session::new(
-            link,
-            Pending {
-                id: opening.id,
-                kind: opening.kind,
-            },
-        );
-        self.sessions.insert(name.clone(), session);
-        self.sessions.get_mut(&name).map(|session| (session, mcp))
+    fn open_failed(open: &Opening) -> i64 {
+        if open.kind == OpenKind::New {
+            jsonrpc::INTERNAL_ERROR
+        } else {
+            jsonrpc::RESOURCE_NOT_FOUND
+        }
     }
 }
 

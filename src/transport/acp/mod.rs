@@ -9,13 +9,15 @@
 //!
 //! # Layout
 //! - this file: the stdio threads (bounded line framing in, one writer out) and [`run`].
-//! - `connection`: the state of one ACP connection and its client requests.
-//! - `session`: one session's link events, translated, and the requests waiting on them.
+//! - `connection`: the ACP dialect of the peers' core (`transport::peer::core`): its
+//!   methods and notifications, listing, prompts, answers to file and terminal requests.
+//! - `session`: what an ACP session adds: the prompt being answered, its barriers, how
+//!   its translated events reach the editor.
 //!
-//! One task owns all of a connection's state and reacts to three sources in turn: client
-//! messages, the sessions' events, and the results of work done elsewhere (opening a
-//! link, listing, decoding attachments). No lock, and nothing waits inside a handler
-//! but for room in the bounded output.
+//! One task owns all of a connection's state (the core's loop) and reacts to three
+//! sources in turn: client messages, the sessions' events, and the results of work done
+//! elsewhere (opening a link, listing, decoding attachments). No lock, and nothing waits
+//! inside a handler but for room in the bounded output.
 
 mod connection;
 mod mcp;
@@ -57,9 +59,7 @@ pub fn run(backend: Backend, attachments: PathBuf) -> u8 {
     spawn_reader(frames_tx);
     let in_process = matches!(backend, Backend::InProcess(_));
     runtime.block_on(async move {
-        connection::Connection::new(backend, out, attachments)
-            .run(frames)
-            .await;
+        connection::run(backend, out, attachments, frames).await;
         if in_process {
             // The sessions ended with their links; their files finish writing.
             crate::sessions::flush_all(std::time::Duration::from_secs(10)).await;
@@ -87,9 +87,7 @@ pub(crate) async fn serve_frames(frames: Vec<Frame>, out: mpsc::Sender<Bytes>, s
         socket: socket.clone(),
         start: false,
     };
-    connection::Connection::new(backend, out, socket)
-        .run(frames_rx)
-        .await;
+    connection::run(backend, out, socket, frames_rx).await;
     let _ = feed.await;
 }
 

@@ -10,19 +10,13 @@
 
 use serde_json::{Value, json};
 
-use super::connection::{Connection, OpenKind, Outgoing};
+use super::connection::{Acp, ClientAsk, OpenKind, Opening, Session};
 use crate::protocol::Op;
-use crate::transport::jsonrpc::{self, RpcError, RpcId};
-use crate::transport::link::{Incoming, Link, LinkEvent};
-use crate::transport::peer::PeerSession;
-use crate::transport::translate::updates::{PermissionAsk, SessionUpdate, StopReason};
+use crate::transport::jsonrpc::{RpcError, RpcId};
+use crate::transport::peer::Pending;
+use crate::transport::peer::core::{self, Core};
+use crate::transport::translate::updates::{SessionUpdate, StopReason};
 use crate::transport::translate::{self, Dialect, Output, Translator};
-
-/// The open/load/resume request a session answers once its first events are in.
-pub(super) struct Pending {
-    pub id: RpcId,
-    pub kind: OpenKind,
-}
 
 /// A request answered when the session's `synced` for it (to this link) arrives.
 pub(super) enum Barrier {
@@ -32,6 +26,20 @@ pub(super) enum Barrier {
     SetConfig(RpcId),
     /// A slash-command prompt has been handled.
     Command,
+}
+
+impl core::Barrier for Barrier {
+    fn ready() -> Self {
+        Self::Ready
+    }
+
+    fn request(self) -> Option<RpcId> {
+        match self {
+            Self::SetMode(id) | Self::SetConfig(id) => Some(id),
+            // The prompt a command answers is answered by the session's end.
+            Self::Ready | Self::Command => None,
+        }
+    }
 }
 
 pub(super) struct Prompt {
@@ -68,49 +76,34 @@ impl Prompt {
     }
 }
 
-/// One session of the editor: the peers' core, plus what ACP adds (the prompt being
-/// answered, the commands held until the open is answered).
-pub(super) struct Session {
-    pub peer: PeerSession<Barrier>,
-    pub pending: Option<Pending>,
+/// What an editor's session keeps besides the peers' core: the prompt being answered,
+/// and the commands held until the open is answered.
+#[derive(Default)]
+pub(super) struct Extra {
     pub prompt: Option<Prompt>,
-    /// Held back until the open is answered.
     held_commands: Option<SessionUpdate>,
 }
 
 impl Session {
-    pub fn new(link: Link, pending: Pending) -> Self {
-        let mut peer = PeerSession::new(link, Dialect::Acp);
-        peer.tr.replay_next_transcript = pending.kind == OpenKind::Load;
-        Self {
-            peer,
-            pending: Some(pending),
-            prompt: None,
-            held_commands: None,
-        }
-    }
-
     /// Starts over from a fresh snapshot for request `id` (`session/load` or
     /// `session/resume` of a session already open). Returns the permission requests
     /// to withdraw: the snapshot asks again for what is still open.
     pub fn restart(&mut self, id: RpcId, kind: OpenKind) -> Vec<i64> {
-        self.peer.tr = Translator::new(Dialect::Acp);
-        self.peer.tr.replay_next_transcript = kind == OpenKind::Load;
-        self.pending = Some(Pending { id, kind });
-        self.peer.held_asks.clear();
-        self.held_commands = None;
-        self.peer
-            .permissions
+        self.tr = Translator::new(Dialect::Acp);
+        self.tr.replay_next_transcript = kind == OpenKind::Load;
+        self.pending = Some(Pending {
+            id,
+            open: Opening {
+                kind,
+                mcp: Vec::new(),
+            },
+        });
+        self.held_asks.clear();
+        self.x.held_commands = None;
+        self.permissions
             .drain()
             .map(|(_, request)| request)
             .collect()
-    }
-
-    /// Waits for everything sent so far to be handled, then `barrier` is answered.
-    /// Barriers are answered in order, so one token serves them all.
-    pub async fn barrier(&mut self, barrier: Barrier) {
-        let with_models = matches!(barrier, Barrier::Ready);
-        self.peer.barrier(barrier, with_models).await;
     }
 
     /// The op that sets config option `config` to `value`.
@@ -118,7 +111,7 @@ impl Session {
         let value = value
             .as_str()
             .ok_or_else(|| RpcError::invalid_params("value must be a string"))?;
-        let options = translate::config_options(&self.peer.tr);
+        let options = translate::config_options(&self.tr);
         let option = options
             .iter()
             .find(|option| option.id == config)
@@ -145,135 +138,51 @@ impl Session {
     /// (it had not started); otherwise its turn is interrupted and answered when it
     /// ends.
     pub async fn cancel(&mut self) -> Option<RpcId> {
-        let prompt = self.prompt.as_mut()?;
+        let prompt = self.x.prompt.as_mut()?;
         prompt.cancelled = true;
-        if prompt.started || self.peer.tr.running() && prompt.command {
-            self.peer.link.send(Op::Interrupt { index: None }).await;
+        if prompt.started || self.tr.running() && prompt.command {
+            self.link.send(Op::Interrupt { index: None }).await;
             return None;
         }
-        let prompt = self.prompt.take()?;
+        let prompt = self.x.prompt.take()?;
         // Still queued behind another client's turn: take it out of the queue.
         if let Some(content) = &prompt.content
-            && let Some(index) = self
-                .peer
-                .tr
-                .queue
-                .iter()
-                .position(|queued| queued == content)
+            && let Some(index) = self.tr.queue.iter().position(|queued| queued == content)
         {
             let index = i64::try_from(index).ok();
-            self.peer.link.send(Op::Unqueue { index }).await;
+            self.link.send(Op::Unqueue { index }).await;
         }
         Some(prompt.id)
     }
 }
 
-impl Connection {
-    pub(super) async fn on_link(&mut self, event: LinkEvent) {
-        let name = event.session;
-        match event.incoming {
-            Incoming::Opened { tag, link } => {
-                let serves = self.client.op();
-                if let Some((session, mcp)) = self.adopt(tag, link) {
-                    if let Some(op) = serves {
-                        session.peer.link.send(op).await;
-                    }
-                    for op in mcp {
-                        session.peer.link.send(op).await;
-                    }
-                    session.barrier(Barrier::Ready).await;
-                }
-            }
-            Incoming::Event(ev) => {
-                let Some(mut session) = self.sessions.remove(&name) else {
-                    return;
-                };
-                for output in session.peer.tr.handle(&ev) {
-                    self.apply(&name, &mut session, output).await;
-                }
-                self.sessions.insert(name, session);
-            }
-            Incoming::Closed(why) => {
-                let Some(mut session) = self.sessions.remove(&name) else {
-                    return;
-                };
-                for output in session.peer.tr.end(&why) {
-                    self.apply(&name, &mut session, output).await;
-                }
-                self.ended(session, &why).await;
-            }
-        }
-    }
-
-    /// Answers whatever still waited on a session that has ended.
-    async fn ended(&mut self, mut session: Session, why: &str) {
-        let gone = || RpcError::internal(format!("the session ended: {why}"));
-        if let Some(pending) = session.pending {
-            self.reply(
-                &pending.id,
-                Err(RpcError::new(jsonrpc::RESOURCE_NOT_FOUND, why)),
-            )
-            .await;
-        }
-        if let Some(prompt) = session.prompt {
-            let answer = if prompt.cancelled {
-                Ok(json!({"stopReason": "cancelled"}))
-            } else {
-                Err(gone())
-            };
-            self.reply(&prompt.id, answer).await;
-        }
-        for barrier in session.peer.take_barriers() {
-            if let Barrier::SetMode(id) | Barrier::SetConfig(id) = barrier {
-                self.reply(&id, Err(gone())).await;
-            }
-        }
-        for (_, request) in session.peer.permissions {
-            self.withdraw(request).await;
-        }
-        if let Some(id) = session.peer.closing {
-            self.reply(&id, Ok(json!({}))).await;
-        }
-    }
-
-    pub(super) async fn withdraw(&mut self, request: i64) {
-        self.outgoing.withdraw(request);
-        self.notify("$/cancel_request", json!({"requestId": request}))
-            .await;
-    }
-
-    async fn apply(&mut self, name: &str, session: &mut Session, output: Output) {
+impl Acp {
+    /// What the core leaves to ACP of a session's translated events.
+    pub(super) async fn session_output(
+        &mut self,
+        core: &mut Core<Self>,
+        name: &str,
+        session: &mut Session,
+        output: Output,
+    ) {
         match output {
-            Output::Update(update) => {
+            Output::Update(next) => {
                 if let Some(pending) = &session.pending {
-                    match (&update, pending.kind) {
+                    match (&next, pending.open.kind) {
                         // The history of a session being loaded comes before the answer.
                         (_, OpenKind::Load) => {}
                         (SessionUpdate::AvailableCommandsUpdate { .. }, _) => {
-                            session.held_commands = Some(update);
+                            session.x.held_commands = Some(next);
                             return;
                         }
                         // The answer carries the modes and options.
                         _ => return,
                     }
                 }
-                self.update(name, &update).await;
-            }
-            Output::Ask { call_id, ask } => {
-                if session.pending.is_some() {
-                    session.peer.held_asks.push((call_id, ask));
-                } else {
-                    self.ask(name, session, call_id, ask).await;
-                }
-            }
-            Output::Closed { call_id, .. } => {
-                session.peer.held_asks.retain(|(held, _)| *held != call_id);
-                if let Some(request) = session.peer.permissions.remove(&call_id) {
-                    self.withdraw(request).await;
-                }
+                update(core, name, &next).await;
             }
             Output::Started { content } => {
-                if let Some(prompt) = session.prompt.as_mut()
+                if let Some(prompt) = session.x.prompt.as_mut()
                     && !prompt.started
                     && (prompt.command || prompt.content.as_deref() == Some(content.as_str()))
                 {
@@ -281,7 +190,7 @@ impl Connection {
                 }
             }
             Output::Ended(end) => {
-                if let Some(prompt) = session.prompt.take_if(|prompt| prompt.started) {
+                if let Some(prompt) = session.x.prompt.take_if(|prompt| prompt.started) {
                     let answer = match end.stop {
                         _ if prompt.cancelled => Ok(json!({"stopReason": "cancelled"})),
                         StopReason::Error => Err(RpcError::internal(
@@ -289,16 +198,8 @@ impl Connection {
                         )),
                         stop => Ok(json!({"stopReason": stop})),
                     };
-                    self.reply(&prompt.id, answer).await;
+                    core.reply(&prompt.id, answer).await;
                 }
-            }
-            Output::Synced(token) => {
-                if let Some(barrier) = session.peer.passed(&token) {
-                    self.passed(name, session, barrier).await;
-                }
-            }
-            Output::Op(op) => {
-                session.peer.link.send(op).await;
             }
             Output::ClientRequest {
                 id,
@@ -309,66 +210,72 @@ impl Connection {
                 if let Value::Object(fields) = &mut params {
                     fields.insert("sessionId".into(), json!(name));
                 }
-                let outgoing = Outgoing::Client {
+                let ask = ClientAsk {
                     session: name.to_owned(),
                     id,
                     method: method.clone(),
                     call_id,
                 };
-                self.request(&method, params, outgoing).await;
+                core.request(&method, &params, ask).await;
             }
             Output::Info(text) | Output::Error(text) => {
                 // The answer to a slash command the user typed is shown as a message.
                 if session
+                    .x
                     .prompt
                     .as_ref()
                     .is_some_and(|prompt| prompt.command && !prompt.started)
                 {
-                    let update = session.peer.tr.reply_update(&text);
-                    self.update(name, &update).await;
+                    let reply = session.tr.reply_update(&text);
+                    update(core, name, &reply).await;
                 } else {
                     tracing::debug!(session = name, text, "session notice");
                 }
             }
+            // The core handles these.
+            Output::Ask { .. } | Output::Closed { .. } | Output::Synced(_) | Output::Op(_) => {}
         }
     }
 
     /// A barrier came back: answer what waited for it.
-    async fn passed(&mut self, name: &str, session: &mut Session, barrier: Barrier) {
+    pub(super) async fn barrier_passed(
+        &mut self,
+        core: &mut Core<Self>,
+        name: &str,
+        session: &mut Session,
+        barrier: Barrier,
+    ) {
         match barrier {
             Barrier::Ready => {
                 let Some(pending) = session.pending.take() else {
                     return;
                 };
                 let mut result = json!({
-                    "modes": translate::modes(session.peer.tr.mode),
-                    "configOptions": translate::config_options(&session.peer.tr),
+                    "modes": translate::modes(session.tr.mode),
+                    "configOptions": translate::config_options(&session.tr),
                 });
-                if pending.kind == OpenKind::New {
+                if pending.open.kind == OpenKind::New {
                     result["sessionId"] = json!(name);
                 }
-                self.reply(&pending.id, Ok(result)).await;
-                if let Some(commands) = session.held_commands.take() {
-                    self.update(name, &commands).await;
+                core.answer(&pending.id, &result).await;
+                if let Some(commands) = session.x.held_commands.take() {
+                    update(core, name, &commands).await;
                 }
-                for (call_id, ask) in std::mem::take(&mut session.peer.held_asks) {
-                    self.ask(name, session, call_id, ask).await;
-                }
+                core.release_asks(name, session).await;
             }
-            Barrier::SetMode(id) => self.reply(&id, Ok(json!({}))).await,
+            Barrier::SetMode(id) => core.answer(&id, &json!({})).await,
             Barrier::SetConfig(id) => {
-                let options = translate::config_options(&session.peer.tr);
-                self.reply(&id, Ok(json!({"configOptions": options}))).await;
+                let options = translate::config_options(&session.tr);
+                core.answer(&id, &json!({"configOptions": options})).await;
             }
             Barrier::Command => {
-                if let Some(prompt) = session.prompt.take_if(|p| p.command && !p.started) {
+                if let Some(prompt) = session.x.prompt.take_if(|p| p.command && !p.started) {
                     let stop = if prompt.cancelled {
                         "cancelled"
                     } else {
                         "end_turn"
                     };
-                    self.reply(&prompt.id, Ok(json!({"stopReason": stop})))
-                        .await;
+                    core.answer(&prompt.id, &json!({"stopReason": stop})).await;
                 }
             }
         }
@@ -378,59 +285,42 @@ impl Connection {
     /// a terminal it created is embedded in the call's card.
     pub(super) async fn client_answered(
         &mut self,
-        name: &str,
-        id: String,
-        method: &str,
-        call_id: Option<String>,
+        core: &mut Core<Self>,
+        ask: ClientAsk,
         result: Result<Value, RpcError>,
     ) {
-        let Some(mut session) = self.sessions.remove(name) else {
+        let ClientAsk {
+            session: name,
+            id,
+            method,
+            call_id,
+        } = ask;
+        let Some(mut session) = core.sessions.remove(&name) else {
             return;
         };
         if method == "terminal/create"
             && let (Ok(created), Some(call_id)) = (&result, &call_id)
             && let Some(terminal) = created.get("terminalId").and_then(Value::as_str)
         {
-            for output in session.peer.tr.terminal_started(call_id, terminal) {
-                self.apply(name, &mut session, output).await;
-            }
+            let outputs = session.tr.terminal_started(call_id, terminal);
+            core.apply_all(self, &name, &mut session, outputs).await;
         }
         let (result, error) = match result {
             Ok(result) => (Some(result), None),
             Err(error) => (None, Some(error.message)),
         };
         session
-            .peer
             .link
             .send(Op::ClientResponse { id, result, error })
             .await;
-        self.sessions.insert(name.to_owned(), session);
+        core.sessions.insert(name, session);
     }
+}
 
-    async fn update(&self, name: &str, update: &SessionUpdate) {
-        self.notify(
-            "session/update",
-            json!({"sessionId": name, "update": update}),
-        )
-        .await;
-    }
-
-    async fn ask(
-        &mut self,
-        name: &str,
-        session: &mut Session,
-        call_id: String,
-        ask: PermissionAsk,
-    ) {
-        let mut params = json!(ask);
-        params["sessionId"] = json!(name);
-        let outgoing = Outgoing::Permission {
-            session: name.to_owned(),
-            call_id: call_id.clone(),
-        };
-        let request = self
-            .request("session/request_permission", params, outgoing)
-            .await;
-        session.peer.permissions.insert(call_id, request);
-    }
+async fn update(core: &Core<Acp>, name: &str, update: &SessionUpdate) {
+    core.notify(
+        "session/update",
+        &json!({"sessionId": name, "update": update}),
+    )
+    .await;
 }

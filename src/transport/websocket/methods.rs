@@ -8,8 +8,9 @@ use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::transport::peer::core::{CancelRequestParams, PermissionRequest};
 use crate::transport::translate::prompt::PromptBlock;
-use crate::transport::translate::updates::{ConfigOption, ModeState, PermissionAsk, SessionUpdate};
+use crate::transport::translate::updates::{ConfigOption, ModeState, SessionUpdate};
 
 /// The methods a client may call.
 #[derive(
@@ -212,22 +213,6 @@ pub struct Done {}
 pub struct UpdateParams<'a> {
     pub session_id: &'a str,
     pub update: &'a SessionUpdate,
-}
-
-/// `$/cancel_request` params: a `session/request_permission` that is no longer asked.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CancelRequestParams {
-    pub request_id: i64,
-}
-
-/// `session/request_permission` params.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PermissionRequest<'a> {
-    pub session_id: &'a str,
-    #[serde(flatten)]
-    pub ask: &'a PermissionAsk,
 }
 
 /// The client's answer to `session/request_permission`.

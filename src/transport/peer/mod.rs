@@ -1,9 +1,13 @@
 //! What `jucode acp` and the WebSocket server share: a JSON-RPC peer driving
 //! serve-protocol sessions. Each of its sessions is a [`PeerSession`] (the link, the
-//! translator, the requests waiting for the session to catch up, the open permission
-//! requests), and the requests the peer sends its client are an [`Outgoing`] table.
-//! Only framing and what truly differs between the two dialects stays in `acp/` and
-//! `websocket/`.
+//! translator, the open being answered, the requests waiting for the session to catch
+//! up, the open permission requests), the requests the peer sends its client are an
+//! [`Outgoing`] table, and [`core::Core`] runs everything the two dialects do alike:
+//! opening, listing, prompts' attachments, permission requests and their answers,
+//! barriers, close, and what a session's end answers. Only framing and what truly
+//! differs between the dialects ([`core::Dialect`]) stays in `acp/` and `websocket/`.
+
+pub mod core;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -11,38 +15,54 @@ use serde_json::Value;
 
 use tokio::sync::mpsc;
 
+use self::core::Dialect;
 use super::jsonrpc::RpcId;
 use super::link::{Backend, Link, LinkEvent, Target};
 use super::translate::updates::PermissionAsk;
-use super::translate::{self, Dialect, Translator};
+use super::translate::{self, Translator};
 use crate::protocol::Op;
 
 /// The `sync` token of every barrier: they are answered in order, so one serves all.
 const BARRIER_TOKEN: &str = "barrier";
 
-/// One session of a peer: `B` is what its dialect answers once the session has handled
-/// the ops sent before it (an open, a mode change ...).
-pub struct PeerSession<B> {
+/// The open (new, attach, load ...) a session answers once its first events are in.
+pub struct Pending<O> {
+    pub id: RpcId,
+    pub open: O,
+}
+
+/// One session of a peer of dialect `D`.
+pub struct PeerSession<D: Dialect> {
     pub link: Link,
     pub tr: Translator,
-    barriers: VecDeque<B>,
+    /// What the dialect answers once the session has handled the ops sent before it
+    /// (an open, a mode change ...).
+    barriers: VecDeque<D::Barrier>,
     /// Open permission requests: call id → the request's id.
     pub permissions: HashMap<String, i64>,
     /// Permission requests held back until the open is answered.
     pub held_asks: Vec<(String, PermissionAsk)>,
     /// A `session/close` waiting for the session to end.
     pub closing: Option<RpcId>,
+    /// The open not answered yet; until it is, the session takes no other request.
+    pub pending: Option<Pending<D::Open>>,
+    /// What the dialect keeps besides.
+    pub x: D::Extra,
 }
 
-impl<B> PeerSession<B> {
-    pub fn new(link: Link, dialect: Dialect) -> Self {
+impl<D: Dialect> PeerSession<D> {
+    pub fn new(link: Link, pending: Pending<D::Open>) -> Self {
+        let mut tr = Translator::new(D::WORDING);
+        tr.replay_next_transcript = D::replays(&pending.open);
         Self {
             link,
-            tr: Translator::new(dialect),
+            tr,
             barriers: VecDeque::new(),
             permissions: HashMap::new(),
             held_asks: Vec::new(),
             closing: None,
+            pending: Some(pending),
+            x: D::Extra::default(),
         }
     }
 
@@ -50,7 +70,7 @@ impl<B> PeerSession<B> {
     /// whose `synced` comes back to this link only, after everything those ops caused).
     /// `with_models` first asks for the model list (`list_models`), which an open's
     /// answer carries as config options.
-    pub async fn barrier(&mut self, barrier: B, with_models: bool) {
+    pub async fn barrier(&mut self, barrier: D::Barrier, with_models: bool) {
         if with_models {
             self.link.send(Op::ListModels).await;
         }
@@ -63,14 +83,14 @@ impl<B> PeerSession<B> {
     }
 
     /// The barrier a `synced` with `token` answers, if it is one of ours.
-    pub fn passed(&mut self, token: &str) -> Option<B> {
+    pub fn passed(&mut self, token: &str) -> Option<D::Barrier> {
         (token == BARRIER_TOKEN)
             .then(|| self.barriers.pop_front())
             .flatten()
     }
 
     /// Every barrier still waiting (the session ended before answering them).
-    pub fn take_barriers(&mut self) -> Vec<B> {
+    pub fn take_barriers(&mut self) -> Vec<D::Barrier> {
         self.barriers.drain(..).collect()
     }
 
