@@ -151,6 +151,45 @@ pub struct Config {
     /// `[sandbox]`: what commands a tool starts may do (`docs/security.md`).
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// `[engines.<name>]`: other agents the daemon hosts as sessions
+    /// (`docs/daemon-protocol.md`, *Other engines*).
+    #[serde(default)]
+    pub engines: BTreeMap<String, EngineConfig>,
+}
+
+/// The kinds of other agents a session can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// Any agent speaking the Agent Client Protocol on its stdio.
+    Acp,
+    /// Claude Code's `claude -p --input-format stream-json`.
+    ClaudeCode,
+    /// `codex app-server`.
+    Codex,
+}
+
+/// `[engines.<name>]`: how to start another agent, as Zed's `agent_servers` entries say it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    pub kind: EngineKind,
+    /// The program (default `claude` / `codex`; required for `acp`).
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Set in the agent's environment, over the client's.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// A jucode provider the agent's model traffic goes to.
+    pub provider: Option<String>,
+    /// The agent's mode to start in (an ACP mode id).
+    pub default_mode: Option<String>,
+    /// ACP config options to set when a session starts, by id.
+    #[serde(default)]
+    pub default_config_options: BTreeMap<String, String>,
+    /// How long starting the agent (`initialize` and opening its session) may take.
+    pub startup_timeout_ms: Option<u64>,
 }
 
 /// `[sandbox]`: the mode sessions start in, extra writable places, the network.

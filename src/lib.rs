@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod engines;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

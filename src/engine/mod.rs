@@ -17,7 +17,7 @@ mod shared;
 mod turn;
 
 pub use builtin::session_builtin_specs;
-pub use emitter::{EVENT_QUEUE, Outbound};
+pub use emitter::{EVENT_QUEUE, Outbound, Output};
 pub use ports::mcp::{McpServers, PromptArgument, PromptCommand};
 pub use ports::model::{
     ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
@@ -31,5 +31,6 @@ pub use ports::tools::{
     Assessment, Confinement, DescribeCall, Effect, Hunk, Progress, Sandbox, Tool, ToolContext,
     ToolOutput, ToolRegistry, ToolSource, normalize, resolve_existing, shown_path, string_arg,
 };
-pub use session::{Input, SOLE_CLIENT, SessionParams, spawn};
+pub use session::{INPUT_QUEUE, Input, SOLE_CLIENT, SessionParams, queue_index, spawn};
 pub use turn::TurnEnd;
+pub use turn::attach::{PreparedInput, prepare as prepare_input};

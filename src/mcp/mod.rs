@@ -17,7 +17,7 @@
 mod client;
 mod manager;
 mod naming;
-mod process;
+pub mod process;
 mod task;
 mod tool;
 

@@ -207,6 +207,34 @@ pub enum Event {
     Plan {
         plan: Vec<PlanStep>,
     },
+    /// A hosted engine's session (daemon sessions of other agents only): what the
+    /// engine can do, sent once it has started. `capabilities` is the engine's own
+    /// description (an ACP agent's `agentCapabilities` as given).
+    EngineCaps {
+        /// The `[engines.<name>]` entry.
+        engine: String,
+        /// `acp`, `claude-code` or `codex`.
+        kind: String,
+        /// The agent's name and version, where it says them.
+        agent: Option<String>,
+        images: bool,
+        /// Whether `steer` reaches the running turn.
+        steer: bool,
+        /// Whether a conversation can be continued after the engine restarts.
+        resume: bool,
+        capabilities: serde_json::Value,
+    },
+    /// A hosted engine's settings besides model and effort (an ACP agent's config
+    /// options whose category is neither `model` nor `thought_level`, and its modes),
+    /// set with `set_session_option`.
+    SessionOptions {
+        options: Vec<SessionOption>,
+    },
+    /// The jucode provider a hosted engine's model traffic goes to; `null` on the
+    /// engine's own configuration.
+    ToolProvider {
+        provider: Option<ToolProviderView>,
+    },
     /// The rendered conversation (`/transcript`, and for clients attaching).
     Transcript {
         items: Vec<TranscriptItem>,
@@ -455,6 +483,37 @@ pub enum McpState {
     Connected,
     Failed,
     Disabled,
+}
+
+/// One setting of a hosted engine (`session_options`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionOption {
+    pub id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The engine's category for it (`mode`, ...), where it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// `select` (one of `choices`) or `boolean`.
+    pub kind: String,
+    pub value: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<OptionChoice>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OptionChoice {
+    pub value: String,
+    pub name: String,
+}
+
+/// `tool_provider.provider`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolProviderView {
+    pub id: String,
+    pub name: String,
+    pub model: Option<String>,
 }
 
 /// One item of the rendered conversation.

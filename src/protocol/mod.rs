@@ -9,6 +9,7 @@
 
 pub mod delegation;
 mod events;
+pub mod jsonrpc;
 pub mod notices;
 mod ops;
 pub mod schema;
@@ -16,9 +17,9 @@ mod values;
 
 pub use events::{
     AgentKind, AgentRun, AgentState, CallCard, CheckpointItem, CommandInfo, Event, Goal, Hunk,
-    McpServerView, McpState, McpTransport, ModelStatus, ModelViewEntry, PlanStep, ResumeItem,
-    SandboxView, StepStatus, SubagentItem, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent,
-    UserMessageEvent,
+    McpServerView, McpState, McpTransport, ModelStatus, ModelViewEntry, OptionChoice, PlanStep,
+    ResumeItem, SandboxView, SessionOption, StepStatus, SubagentItem, ToolProviderView,
+    TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
 };
 pub use jucode_daemon::ClientId;
 pub use jucode_daemon::framing::{Frame, LineCodec};

@@ -56,6 +56,12 @@ pub enum Op {
     SetSandboxMode {
         mode: SandboxMode,
     },
+    /// Sets one of a hosted engine's own settings (an id from `session_options`);
+    /// answered with the new `session_options`. jucode's own engine has none.
+    SetSessionOption {
+        id: String,
+        value: serde_json::Value,
+    },
     /// Asks for the `agent_runs` view.
     AgentRuns,
     SubagentTranscript {

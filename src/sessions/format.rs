@@ -13,7 +13,9 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::trace_lines::{self, AgentLine, GoalLine, StepLine};
-use crate::engine::conversation::store::{ApprovalMark, Entry, EntryBody, FileBefore, SessionMeta};
+use crate::engine::conversation::store::{
+    ApprovalMark, Entry, EntryBody, FileBefore, HostedEngine, SessionMeta,
+};
 use crate::engine::{ImageData, Message, ProviderItem, ProviderItems, ToolCall};
 use crate::protocol::{PlanStatus, UserMessageEvent};
 
@@ -44,6 +46,9 @@ pub enum Body {
         created: u64,
         #[serde(default)]
         chat: bool,
+        /// The other agent the session runs on, when not jucode's own engine.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        engine: Option<EngineLine>,
     },
     User {
         /// What the user wrote, as clients see it.
@@ -131,6 +136,16 @@ pub enum Body {
         call_id: String,
         state: MarkLine,
     },
+}
+
+/// A hosted session's engine: its `[engines.<name>]` entry, kind, and the agent's own
+/// id of the conversation (to continue it).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct EngineLine {
+    pub name: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -224,6 +239,11 @@ fn body_of(body: &EntryBody) -> Body {
             model: meta.model.clone(),
             created: meta.created,
             chat: meta.chat,
+            engine: meta.engine.as_ref().map(|engine| EngineLine {
+                name: engine.name.clone(),
+                kind: engine.kind.clone(),
+                session: engine.session.clone(),
+            }),
         },
         EntryBody::User {
             message,
@@ -370,6 +390,7 @@ pub fn decode(line: Line) -> Result<Entry, String> {
             model,
             created,
             chat,
+            engine,
             ..
         } => EntryBody::Session(SessionMeta {
             id: session,
@@ -377,6 +398,11 @@ pub fn decode(line: Line) -> Result<Entry, String> {
             model,
             created,
             chat,
+            engine: engine.map(|engine| HostedEngine {
+                name: engine.name,
+                kind: engine.kind,
+                session: engine.session,
+            }),
         }),
         Body::User {
             content,

@@ -25,6 +25,26 @@ pub(crate) use {files::read, format::encode};
 
 use crate::engine::conversation::store::{Entry, EntryBody, Journal};
 
+/// The header of saved session `id` (its first line only), if it has a readable one.
+pub fn header(
+    profile_dir: &Path,
+    id: &str,
+) -> Option<crate::engine::conversation::store::SessionMeta> {
+    use std::io::{BufRead, Read};
+    let path = files::find(profile_dir, id)?;
+    let file = std::fs::File::open(path).ok()?;
+    let mut first = String::new();
+    // A header is small; a first line longer than this is no header.
+    std::io::BufReader::new(file.take(1 << 20))
+        .read_line(&mut first)
+        .ok()?;
+    let line: format::Line = serde_json::from_str(first.trim_end()).ok()?;
+    match format::decode(line).ok()?.body {
+        EntryBody::Session(meta) => Some(meta),
+        _ => None,
+    }
+}
+
 /// What a host needs to start a session on a file.
 pub struct Opened {
     pub journal: Arc<dyn Journal>,

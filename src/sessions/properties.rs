@@ -110,6 +110,7 @@ fn meta() -> SessionMeta {
         model: "m/m".into(),
         created: 1,
         chat: false,
+        engine: None,
     }
 }
 

@@ -18,7 +18,7 @@
 pub mod acp;
 pub mod daemon_cli;
 pub mod headless;
-pub mod jsonrpc;
+pub use crate::protocol::jsonrpc;
 pub mod link;
 pub mod peer;
 pub mod remote;

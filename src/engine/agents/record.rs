@@ -200,6 +200,7 @@ impl Agents {
                     model: String::new(),
                     created: 0,
                     chat: false,
+                    engine: None,
                 },
                 Arc::new(crate::engine::conversation::store::NoJournal),
             );

@@ -69,6 +69,7 @@ pub fn new_store(id: &str, cwd: PathBuf, model: &ResolvedModel) -> Store {
             model: model.full_name(),
             created: crate::engine::conversation::store::now_ms(),
             chat: false,
+            engine: None,
         },
         Arc::new(crate::engine::conversation::store::NoJournal),
     )

@@ -35,6 +35,7 @@ fn agent(id: &str) -> NewAgent {
                 model: String::new(),
                 created: 0,
                 chat: false,
+                engine: None,
             },
             Arc::new(NoJournal),
         ),

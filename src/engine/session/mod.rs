@@ -22,6 +22,7 @@ mod models;
 mod plans;
 mod project;
 mod queue;
+pub use queue::pick as queue_index;
 mod recover;
 mod snapshot;
 mod turns;
@@ -434,6 +435,12 @@ impl Session {
             Op::Interrupt { index } => self.interrupt(index).await,
             Op::SetApprovalMode { mode } => self.apply_mode(mode).await,
             Op::SetSandboxMode { mode } => self.apply_sandbox_mode(mode).await,
+            Op::SetSessionOption { id, .. } => {
+                let message = format!(
+                    "jucode's own engine has no session option {id}: set_session_option is for sessions of other engines"
+                );
+                self.reply_error(message).await;
+            }
             Op::Approve(answer) => {
                 self.approve(
                     &answer.call_id,
@@ -558,6 +565,7 @@ fn meta(params: &SessionParams, model: &ResolvedModel) -> SessionMeta {
         model: model.full_name(),
         created: crate::engine::conversation::store::now_ms(),
         chat: params.chat,
+        engine: None,
     }
 }
 

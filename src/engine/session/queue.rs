@@ -152,9 +152,9 @@ impl Session {
     }
 }
 
-/// Index semantics of steer/unqueue/interrupt: absent = the next (0), negative counts
+/// Index semantics of steer/unqueue/interrupt (every engine's, hosted ones too): absent = the next (0), negative counts
 /// from the end, out of range = nothing.
-fn pick(len: usize, index: Option<i64>) -> Option<usize> {
+pub fn pick(len: usize, index: Option<i64>) -> Option<usize> {
     let len = i64::try_from(len).ok()?;
     let index = index.unwrap_or(0);
     let position = if index < 0 { len + index } else { index };

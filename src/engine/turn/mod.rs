@@ -13,7 +13,7 @@
 //! Tool calls, with their approvals, are in [`calls`].
 
 pub(super) mod approvals;
-mod attach;
+pub(crate) mod attach;
 pub(super) mod calls;
 pub(super) mod deferred;
 mod plan;

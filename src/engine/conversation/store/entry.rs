@@ -125,6 +125,20 @@ pub struct SessionMeta {
     /// Milliseconds since the Unix epoch.
     pub created: u64,
     pub chat: bool,
+    /// Set when the session runs on another agent the daemon hosts (`src/engines/`),
+    /// whose conversation this records.
+    pub engine: Option<HostedEngine>,
+}
+
+/// The other agent a hosted session runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostedEngine {
+    /// Its `[engines.<name>]` entry.
+    pub name: String,
+    /// `acp`, `claude-code`, `codex`.
+    pub kind: String,
+    /// The agent's own id of the conversation, to continue it.
+    pub session: Option<String>,
 }
 
 /// A file as it was before a turn changed it.

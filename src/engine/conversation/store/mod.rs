@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use entry::{
-    ApprovalMark, Entry, EntryBody, EntryId, FileBefore, SUMMARY_PREFIX, SavedAgent, SessionMeta,
-    first_line, plan_item, summary_message,
+    ApprovalMark, Entry, EntryBody, EntryId, FileBefore, HostedEngine, SUMMARY_PREFIX, SavedAgent,
+    SessionMeta, first_line, plan_item, summary_message,
 };
 
 use crate::engine::ports::model::{Message, ToolCall};

@@ -1,4 +1,5 @@
-//! JSON-RPC 2.0 messages, as `jucode acp` (one message a line) and the WebSocket server
+//! JSON-RPC 2.0 messages, as `jucode acp` (one message a line), the daemon driving an ACP
+//! agent it hosts (`engines::acp`, the same framing) and the WebSocket server
 //! (one message a text frame) read and write them. Only what those protocols use: no
 //! batches (an array is an invalid request); ids are a string, a number or null (any other
 //! id is an invalid request, answered with id null), echoed exactly as they came: a

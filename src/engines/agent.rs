@@ -1,0 +1,115 @@
+//! What a hosted session and the driver of its agent say to each other, whatever the
+//! agent's own protocol: the seam every kind of engine (ACP, Claude Code, Codex)
+//! translates to, so the session (queue, approvals, cards, transcript, snapshots)
+//! exists once.
+
+use crate::engine::ImageData;
+use crate::protocol::{
+    CallCard, CommandInfo, Decision, Hunk, OptionChoice, PlanStep, SessionOption, TurnUsage,
+};
+
+/// The session asks its agent.
+#[derive(Debug)]
+pub enum Command {
+    /// Starts a turn with this message.
+    Prompt {
+        text: String,
+        images: Vec<ImageData>,
+    },
+    /// Stops the running turn; the agent ends it with [`Event::TurnEnded`].
+    Cancel,
+    /// The answer to [`Event::Permission`] `request`.
+    Permission {
+        request: u64,
+        decision: Decision,
+        always: bool,
+    },
+    /// Switches to one of [`Settings::modes`].
+    SetMode(String),
+    /// Sets one of the agent's options (`set_session_option`, and the model).
+    SetOption {
+        id: String,
+        value: serde_json::Value,
+    },
+}
+
+/// The agent's settings, as the session shows them (`model_status`, `approval_mode`,
+/// `session_options`): sent whole whenever one changes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    pub model: Option<String>,
+    /// The option that sets the model, and its choices.
+    pub model_option: Option<(String, Vec<OptionChoice>)>,
+    pub effort: Option<String>,
+    /// The option that sets the effort, and its values.
+    pub effort_option: Option<String>,
+    pub efforts: Vec<String>,
+    /// The agent's modes, and the current one.
+    pub mode: Option<String>,
+    pub modes: Vec<OptionChoice>,
+    /// Everything else it lets a client set.
+    pub options: Vec<SessionOption>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnStop {
+    EndTurn,
+    Cancelled,
+    /// Cut off at the model's output limit.
+    MaxTokens,
+    Refusal,
+    /// The agent failed the turn; the message says why.
+    Failed(String),
+}
+
+/// The agent tells the session.
+#[derive(Debug)]
+pub enum Event {
+    Settings(Settings),
+    Commands(Vec<CommandInfo>),
+    /// A new assistant message begins (the next text is not a continuation).
+    MessageBreak,
+    Text(String),
+    Thought(String),
+    ToolStart {
+        call_id: String,
+        name: String,
+        arguments: Option<serde_json::Value>,
+        card: CallCard,
+    },
+    ToolUpdate {
+        call_id: String,
+        output: String,
+    },
+    ToolDone {
+        call_id: String,
+        output: String,
+        is_error: bool,
+    },
+    /// The agent asks before a call; answered with [`Command::Permission`].
+    Permission {
+        request: u64,
+        call_id: String,
+        name: String,
+        summary: String,
+        hunks: Option<Vec<Hunk>>,
+    },
+    /// The agent no longer waits for that answer.
+    PermissionWithdrawn {
+        request: u64,
+    },
+    Plan(Vec<PlanStep>),
+    /// The turn's usage as the agent counts it.
+    Usage(TurnUsage),
+    /// The context's size now: tokens used, the window, the cost so far in USD.
+    Context {
+        tokens: u64,
+        window: u64,
+        cost: Option<f64>,
+    },
+    Info(String),
+    TurnEnded(TurnStop),
+    /// The agent's process is gone; why, for the user.
+    Exited(String),
+}

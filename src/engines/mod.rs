@@ -1,0 +1,276 @@
+//! Other agents the daemon hosts behind the serve protocol (`[engines.<name>]` in
+//! `config.toml`, `open` with `engine`). A hosted session speaks the same ops and events
+//! as jucode's own engine; what differs is who runs the turns.
+//!
+//! # Layout
+//! - `agent`: the engine-neutral seam: the [`agent::Command`]s a session sends an agent
+//!   and the [`agent::Event`]s it reports. Every driver speaks only this.
+//! - `rpc`: a JSON-RPC 2.0 client over a child's stdio (for ACP and Codex's app server).
+//! - `acp`: the driver of an Agent Client Protocol agent (`kind = "acp"`).
+//! - `session`: the hosted session task: queue, cards, approvals, conversation on disk,
+//!   startup batch and snapshots, whatever the agent.
+//!
+//! This layer sits beside jucode's engine: it uses the engine's emitter, inputs and
+//! conversation store and the session files, never the host or a transport.
+
+pub mod acp;
+mod agent;
+mod rpc;
+mod session;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{EngineConfig, EngineKind, LoadedConfig, Profile};
+use crate::engine::conversation::store::{EntryBody, HostedEngine, SessionMeta, Store};
+use crate::engine::{EVENT_QUEUE, Input, Outbound};
+use crate::protocol::ToolProviderView;
+
+/// How long an agent may take to answer `initialize` and open its session by default.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What opening a hosted session needs.
+pub struct Request {
+    pub profile: Profile,
+    /// The `[engines.<name>]` entry.
+    pub engine: String,
+    /// Absolute; for a saved session, the one it was saved with is used.
+    pub cwd: PathBuf,
+    /// The client's environment, under the entry's `env`.
+    pub env: HashMap<String, String>,
+    /// A saved hosted session to continue.
+    pub resume: Option<String>,
+    pub clients: watch::Receiver<usize>,
+}
+
+/// A started hosted session's channels, as the host hands them to the daemon.
+pub struct Opened {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub inputs: mpsc::Sender<Input>,
+    pub output: mpsc::Receiver<Outbound>,
+}
+
+/// The engine a saved session ran on, read from its header only (`None`: jucode's own,
+/// or no such session).
+pub fn saved_engine(profile_dir: &Path, id: &str) -> Option<HostedEngine> {
+    crate::sessions::header(profile_dir, id)?.engine
+}
+
+/// The kind's name as the protocol and the session file spell it.
+fn kind_name(kind: EngineKind) -> &'static str {
+    match kind {
+        EngineKind::Acp => "acp",
+        EngineKind::ClaudeCode => "claude-code",
+        EngineKind::Codex => "codex",
+    }
+}
+
+/// Starts the agent and its session. `Err` is for the client: it names the engine,
+/// its command and what failed.
+pub async fn open(request: Request) -> Result<Opened, String> {
+    request.profile.check_private()?;
+    let config_path = request.profile.config_path();
+    let loaded = {
+        let path = config_path.clone();
+        tokio::task::spawn_blocking(move || LoadedConfig::load(&path))
+            .await
+            .map_err(|err| format!("internal error while reading the config: {err}"))?
+    };
+    let config = loaded.config.engines.get(&request.engine).cloned();
+    let Some(config) = config else {
+        let known: Vec<&str> = loaded.config.engines.keys().map(String::as_str).collect();
+        let mut message = format!("no engine {} in {}", request.engine, config_path.display());
+        if let Some(problem) = loaded
+            .problems
+            .iter()
+            .find(|problem| problem.contains("engines"))
+        {
+            message.push_str(&format!(" ({problem})"));
+        } else if known.is_empty() {
+            message.push_str(" (it has no [engines.<name>] table)");
+        } else {
+            message.push_str(&format!(" (it has: {})", known.join(", ")));
+        }
+        return Err(message);
+    };
+    let kind = kind_name(config.kind);
+    if config.kind != EngineKind::Acp {
+        return Err(format!(
+            "engine {} is of kind {kind}, which this jucode cannot host yet; kind \"acp\" can (see docs/daemon-protocol.md, Other engines)",
+            request.engine
+        ));
+    }
+    let Some(command) = config.command.clone().filter(|command| !command.is_empty()) else {
+        return Err(format!(
+            "engine {} (kind acp) has no command in {}",
+            request.engine,
+            config_path.display()
+        ));
+    };
+
+    let profile_dir = request.profile.dir.clone();
+    let saved = match &request.resume {
+        Some(id) => Some(load_saved(&profile_dir, id).await?),
+        None => None,
+    };
+    let cwd = saved
+        .as_ref()
+        .map_or_else(|| request.cwd.clone(), |saved| saved.meta.cwd.clone());
+    if !cwd.is_dir() {
+        return Err(format!("cwd {} is not a directory", cwd.display()));
+    }
+    let mut env = request.env.clone();
+    env.extend(config.env.clone());
+    let launch = acp::Launch {
+        name: request.engine.clone(),
+        command,
+        args: config.args.clone(),
+        env,
+        cwd: cwd.clone(),
+        default_mode: config.default_mode.clone(),
+        default_config_options: config.default_config_options.clone(),
+        load: saved
+            .as_ref()
+            .and_then(|saved| saved.meta.engine.as_ref())
+            .and_then(|engine| engine.session.clone()),
+        startup: config
+            .startup_timeout_ms
+            .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
+    };
+    let (agent, started) = acp::start(launch.clone()).await?;
+
+    let mut notices = Vec::new();
+    if let Some(why) = &started.not_loaded {
+        notices.push(format!(
+            "engine {} could not continue its conversation ({why}): it starts a new one; the transcript is jucode's record",
+            request.engine
+        ));
+    }
+    let provider = provider_view(&request.engine, &config, &loaded, &mut notices);
+    let (id, store) = match saved {
+        Some(saved) => {
+            notices.extend(saved.warnings);
+            (saved.meta.id.clone(), saved.store)
+        }
+        None => {
+            let id = session_id(&profile_dir, &started.session);
+            let opened = crate::sessions::new_session(
+                &profile_dir,
+                &cwd,
+                &id,
+                crate::sessions::Runner::Daemon,
+            );
+            let meta = SessionMeta {
+                id: id.clone(),
+                cwd: cwd.clone(),
+                model: started.settings.model.clone().unwrap_or_default(),
+                created: now_ms(),
+                chat: false,
+                engine: Some(HostedEngine {
+                    name: request.engine.clone(),
+                    kind: kind.to_owned(),
+                    session: Some(started.session.clone()),
+                }),
+            };
+            (id, Store::new(meta, opened.journal))
+        }
+    };
+
+    let identity = session::Identity {
+        id: id.clone(),
+        engine: request.engine.clone(),
+        kind,
+        profile_dir: profile_dir.display().to_string(),
+        config_path: config_path.display().to_string(),
+        cwd: cwd.clone(),
+        provider,
+    };
+    let (inputs, inputs_rx) = mpsc::channel(crate::engine::INPUT_QUEUE);
+    let (events, output) = mpsc::channel(EVENT_QUEUE);
+    let hosted = session::Hosted::new(
+        identity,
+        launch,
+        agent,
+        started,
+        store,
+        request.clients,
+        events,
+    );
+    tokio::spawn(hosted.run(inputs_rx, notices));
+    Ok(Opened {
+        id,
+        cwd,
+        inputs,
+        output,
+    })
+}
+
+/// A saved hosted session, loaded and locked for this process.
+struct Saved {
+    meta: SessionMeta,
+    store: Store,
+    warnings: Vec<String>,
+}
+
+async fn load_saved(profile_dir: &Path, id: &str) -> Result<Saved, String> {
+    let opened = {
+        let profile_dir = profile_dir.to_path_buf();
+        let wanted = id.to_owned();
+        tokio::task::spawn_blocking(move || {
+            crate::sessions::open_saved(&profile_dir, &wanted, crate::sessions::Runner::Daemon)
+        })
+        .await
+        .map_err(|err| format!("internal error while loading {id}: {err}"))??
+    };
+    let (entries, mut warnings) = opened.saved.unwrap_or_default();
+    let meta = match entries.first().map(|entry| &entry.body) {
+        Some(EntryBody::Session(meta)) => meta.clone(),
+        _ => return Err(format!("session {id} has no session header")),
+    };
+    let (store, more) = Store::load(entries, opened.journal)?;
+    warnings.extend(more);
+    Ok(Saved {
+        meta,
+        store,
+        warnings,
+    })
+}
+
+/// The hosted session's id: the agent's own when it can name a jucode session file
+/// (so both sides call the conversation the same), a fresh one otherwise.
+fn session_id(profile_dir: &Path, agent_session: &str) -> String {
+    if crate::sessions::valid_id(agent_session)
+        && crate::sessions::find(profile_dir, agent_session).is_none()
+    {
+        agent_session.to_owned()
+    } else {
+        uuid::Uuid::now_v7().to_string()
+    }
+}
+
+/// What `tool_provider` says. An ACP agent chooses its own model endpoint: a
+/// configured `provider` cannot be imposed on it, which the session says once.
+fn provider_view(
+    engine: &str,
+    config: &EngineConfig,
+    loaded: &LoadedConfig,
+    notices: &mut Vec<String>,
+) -> Option<ToolProviderView> {
+    let provider = config.provider.as_ref()?;
+    let known = loaded.config.providers.contains_key(provider);
+    notices.push(format!(
+        "engine {engine} (kind acp) picks its own model endpoint: provider {provider}{} is not applied to it",
+        if known { "" } else { " (not in [providers] either)" }
+    ));
+    None
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
