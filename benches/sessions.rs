@@ -111,6 +111,7 @@ fn request_build() {
         model: "m/m".into(),
         created: 0,
         chat: false,
+        engine: None,
     };
     let mut store = Store::new(meta, Arc::new(NoJournal));
     for turn in 0..5000 {

@@ -323,6 +323,52 @@ impl EngineHost {
     pub fn new(profile: Profile) -> Self {
         Self { profile }
     }
+
+    /// Opens the session on another agent when it is one (`engine` given, or a saved
+    /// session that ran on one); `None` for jucode's own engine.
+    async fn open_hosted(
+        &self,
+        params: &jucode_daemon::OpenParams,
+    ) -> Option<Result<crate::engines::Opened, String>> {
+        let profile = Profile::from_env(&params.env).unwrap_or_else(|| self.profile.clone());
+        let engine = match (&params.engine, &params.resume) {
+            (Some(engine), _) => engine.clone(),
+            (None, Some(id)) => {
+                let (dir, id) = (profile.dir.clone(), id.clone());
+                tokio::task::spawn_blocking(move || crate::engines::saved_engine(&dir, &id))
+                    .await
+                    .ok()
+                    .flatten()?
+                    .name
+            }
+            (None, None) => return None,
+        };
+        if params.chat {
+            return Some(Err(format!(
+                "engine {engine} runs coding sessions only, not chat ones"
+            )));
+        }
+        let cwd = match (&params.cwd, &params.resume) {
+            (Some(cwd), _) => cwd.clone(),
+            (None, Some(_)) => PathBuf::from("/"),
+            (None, None) => {
+                return Some(Err(format!(
+                    "open with engine {engine} needs an absolute cwd"
+                )));
+            }
+        };
+        Some(
+            crate::engines::open(crate::engines::Request {
+                profile,
+                engine,
+                cwd,
+                env: params.env.clone(),
+                resume: params.resume.clone(),
+                clients: params.clients.clone(),
+            })
+            .await,
+        )
+    }
 }
 
 impl jucode_daemon::Host for EngineHost {
@@ -337,6 +383,16 @@ impl jucode_daemon::Host for EngineHost {
         &self,
         params: jucode_daemon::OpenParams,
     ) -> Result<jucode_daemon::Hosted<Self::Input, Self::Output>, String> {
+        if let Some(opened) = self.open_hosted(&params).await {
+            let opened = opened?;
+            return Ok(jucode_daemon::Hosted {
+                id: opened.id,
+                input: opened.inputs,
+                output: opened.output,
+                cwd: Some(opened.cwd),
+                chat: false,
+            });
+        }
         let profile = self.profile.clone();
         // Reading the profile and config, resolving paths: file-system work, kept off
         // the daemon's async workers.

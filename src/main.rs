@@ -162,6 +162,10 @@ struct ServeArgs {
     /// here. Exit code 2 when no such session exists or it is open elsewhere.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
+    /// Run the session on another agent the daemon hosts: an `[engines.NAME]` entry of
+    /// config.toml (an ACP agent). Needs the daemon.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["session", "chat", "in_process"])]
+    engine: Option<String>,
     /// The daemon's socket (default: $JUCODE_HOME/daemon.sock, else
     /// $XDG_RUNTIME_DIR/jucode/daemon.sock, else ~/.jucode/daemon.sock).
     #[arg(long, value_name = "PATH")]
@@ -252,10 +256,12 @@ fn serve(args: ServeArgs) -> u8 {
         None if args.chat => shim::Target::Open {
             cwd: profile.chats_dir(),
             chat: true,
+            engine: None,
         },
         None => shim::Target::Open {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             chat: false,
+            engine: args.engine.clone(),
         },
     };
     let pinned = match args.server_config.as_deref() {
@@ -269,6 +275,8 @@ fn serve(args: ServeArgs) -> u8 {
     match shim::serve_via_daemon(&socket, target, pinned) {
         shim::Outcome::Exited(code) => code as u8,
         shim::Outcome::Unreachable(why) if attaching => fail(&why),
+        // Other agents are the daemon's to host: no silent fallback to jucode's own.
+        shim::Outcome::Unreachable(why) if args.engine.is_some() => fail(&why),
         shim::Outcome::Unreachable(why) => {
             // No daemon, and none could be started (a socket directory others can
             // write to, no room, ...): the session still runs, here. Nothing was

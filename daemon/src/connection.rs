@@ -341,6 +341,7 @@ impl<H: Host> Connection<H> {
             env: op.env,
             clients: watched,
             resume: None,
+            engine: op.engine,
         };
         let hosted = match self.shared.host.open(params).await {
             Ok(hosted) => hosted,
@@ -510,6 +511,7 @@ impl<H: Host> Connection<H> {
             env,
             clients: watched,
             resume: Some(id.to_owned()),
+            engine: None,
         };
         match self.shared.host.open(params).await {
             Ok(hosted) => self.host_session(hosted, clients, Some(token)),

@@ -69,6 +69,9 @@ pub struct OpenParams {
     /// A saved session to load (by id) instead of starting a new one: what `attach`
     /// asks for when the session is not live.
     pub resume: Option<String>,
+    /// The `[engines.<name>]` entry a new session runs on; the host's own engine when
+    /// `None` (a resumed session runs on the engine it was saved with).
+    pub engine: Option<String>,
     /// How many clients are attached to the session right now. A session nobody
     /// watches should not wait for answers only a client can give (approvals).
     pub clients: watch::Receiver<usize>,

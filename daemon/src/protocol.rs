@@ -70,6 +70,10 @@ pub struct OpenOp {
     /// keys from it.
     #[serde(default)]
     pub env: HashMap<String, String>,
+    /// Another agent to run the session on: an `[engines.<name>]` entry of the
+    /// profile's config. jucode's own engine when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// The first line of every stream: `{"type":"hello","protocol":2,"version":"..."}`.

@@ -58,6 +58,8 @@ pub struct Started {
     /// Why `load` could not be honoured (the agent cannot load, or failed to): a new
     /// conversation was started instead.
     pub not_loaded: Option<String>,
+    /// The commands the agent announced while opening, if it did.
+    pub commands: Option<Vec<CommandInfo>>,
 }
 
 /// A running agent: what the session sends it and what it reports. Dropping it stops
@@ -134,9 +136,11 @@ async fn open_session(
     incoming: &mut mpsc::Receiver<Incoming>,
     launch: &Launch,
 ) -> Result<Started, String> {
+    let mut commands = None;
     let init = call_draining(
         rpc,
         incoming,
+        &mut commands,
         "initialize",
         json!({
             "protocolVersion": PROTOCOL_VERSION,
@@ -171,7 +175,7 @@ async fn open_session(
     if let Some(id) = &launch.load {
         if loads {
             let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
-            match call_draining(rpc, incoming, "session/load", params).await {
+            match call_draining(rpc, incoming, &mut commands, "session/load", params).await {
                 Ok(result) => opened = Some((id.clone(), result)),
                 Err(CallError::Gone) => return Err(failed("session/load", CallError::Gone)),
                 Err(err) => {
@@ -186,7 +190,7 @@ async fn open_session(
         Some(opened) => opened,
         None => {
             let params = json!({"cwd": cwd, "mcpServers": []});
-            let result = call_draining(rpc, incoming, "session/new", params)
+            let result = call_draining(rpc, incoming, &mut commands, "session/new", params)
                 .await
                 .map_err(|err| failed("session/new", err))?;
             let id = result
@@ -206,16 +210,22 @@ async fn open_session(
         && settings.mode.as_deref() != Some(mode.as_str())
     {
         let params = json!({"sessionId": session, "modeId": mode});
-        call_draining(rpc, incoming, "session/set_mode", params)
+        call_draining(rpc, incoming, &mut commands, "session/set_mode", params)
             .await
             .map_err(|err| format!("refused default_mode {mode}: {err}"))?;
         settings.mode = Some(mode.clone());
     }
     for (id, value) in &launch.default_config_options {
         let params = json!({"sessionId": session, "configId": id, "value": value});
-        let result = call_draining(rpc, incoming, "session/set_config_option", params)
-            .await
-            .map_err(|err| format!("refused default_config_options {id}: {err}"))?;
+        let result = call_draining(
+            rpc,
+            incoming,
+            &mut commands,
+            "session/set_config_option",
+            params,
+        )
+        .await
+        .map_err(|err| format!("refused default_config_options {id}: {err}"))?;
         if let Some(options) = result.get("configOptions") {
             read_config_options(&mut settings, options);
         }
@@ -232,6 +242,7 @@ async fn open_session(
         resume,
         settings,
         not_loaded,
+        commands,
     })
 }
 
@@ -248,6 +259,7 @@ fn failed(method: &str, err: CallError) -> String {
 async fn call_draining(
     rpc: &Rpc,
     incoming: &mut mpsc::Receiver<Incoming>,
+    commands: &mut Option<Vec<CommandInfo>>,
     method: &str,
     params: Value,
 ) -> Result<Value, CallError> {
@@ -260,7 +272,16 @@ async fn call_draining(
                 Some(Incoming::Request { id, method, .. }) => {
                     rpc.respond_error(&id, unsupported(&method)).await;
                 }
-                Some(Incoming::Notification { .. }) => {}
+                // The commands an agent announces as it opens a session are not
+                // replay: they are what the session offers.
+                Some(Incoming::Notification { params, .. }) => {
+                    let update = params.get("update").unwrap_or(&Value::Null);
+                    if update.get("sessionUpdate").and_then(Value::as_str)
+                        == Some("available_commands_update")
+                    {
+                        *commands = Some(commands_of(update));
+                    }
+                }
                 None => return answer.await,
             },
         }
@@ -673,12 +694,7 @@ impl Driver {
                 self.emit(Event::Plan(steps)).await;
             }
             Some("available_commands_update") => {
-                let commands = update
-                    .get("availableCommands")
-                    .and_then(Value::as_array)
-                    .map(|commands| commands.iter().filter_map(command_info).collect())
-                    .unwrap_or_default();
-                self.emit(Event::Commands(commands)).await;
+                self.emit(Event::Commands(commands_of(update))).await;
             }
             Some("current_mode_update") => {
                 if let Some(mode) = update.get("currentModeId").and_then(Value::as_str) {
@@ -843,6 +859,14 @@ fn plan_step(entry: &Value) -> Option<PlanStep> {
         _ => StepStatus::Pending,
     };
     Some(PlanStep { step, status })
+}
+
+fn commands_of(update: &Value) -> Vec<CommandInfo> {
+    update
+        .get("availableCommands")
+        .and_then(Value::as_array)
+        .map(|commands| commands.iter().filter_map(command_info).collect())
+        .unwrap_or_default()
 }
 
 fn command_info(command: &Value) -> Option<CommandInfo> {

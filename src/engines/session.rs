@@ -86,6 +86,7 @@ impl Hosted {
         events: mpsc::Sender<Outbound>,
     ) -> Self {
         let settings = started.settings.clone();
+        let commands = started.commands.clone().unwrap_or_default();
         Self {
             output: Output::new(&identity.id, events),
             encoder: EventEncoder::new(&identity.id),
@@ -94,7 +95,7 @@ impl Hosted {
             agent: Some(agent),
             started,
             settings,
-            commands: Vec::new(),
+            commands,
             store,
             queue: VecDeque::new(),
             turn: None,
@@ -357,6 +358,9 @@ impl Hosted {
                         .await;
                 }
                 self.agent = Some(agent);
+                if let Some(commands) = &started.commands {
+                    self.commands = commands.clone();
+                }
                 self.started = started.clone();
                 self.settings_changed(started.settings).await;
                 true
@@ -963,8 +967,8 @@ impl Hosted {
 
     /// The agent's commands and the session's own.
     fn command_list(&self) -> Vec<CommandInfo> {
-        let mut list = self.commands.clone();
-        for (command, args, description) in [
+        // The session answers these itself, whatever the agent offers by those names.
+        let own = [
             (
                 "/model",
                 "[MODEL [EFFORT]]",
@@ -972,15 +976,20 @@ impl Hosted {
             ),
             ("/transcript", "", "Show the conversation"),
             ("/help", "", "List the commands"),
-        ] {
-            if !list.iter().any(|known| known.command == command) {
-                list.push(CommandInfo {
-                    command: command.to_owned(),
-                    marker: None,
-                    args: args.to_owned(),
-                    description: description.to_owned(),
-                });
-            }
+        ];
+        let mut list: Vec<CommandInfo> = self
+            .commands
+            .iter()
+            .filter(|offered| !own.iter().any(|(name, _, _)| offered.command == *name))
+            .cloned()
+            .collect();
+        for (command, args, description) in own {
+            list.push(CommandInfo {
+                command: command.to_owned(),
+                marker: None,
+                args: args.to_owned(),
+                description: description.to_owned(),
+            });
         }
         list
     }
@@ -1045,12 +1054,7 @@ impl Hosted {
     fn snapshot(&self) -> Vec<EventLine> {
         let mut lines = self.startup_batch();
         let items = self.store.transcript_items();
-        lines.extend(
-            self.encoder
-                .transcript(&items)
-                .into_iter()
-                .map(EventLine::from),
-        );
+        lines.extend(self.encoder.transcript(&items));
         let mut events = Vec::new();
         if !self.queue.is_empty() {
             events.push(Event::PendingMessages {

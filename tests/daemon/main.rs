@@ -8,6 +8,7 @@ mod common;
 mod agents;
 mod clients;
 mod contract;
+mod engines;
 mod lifecycle;
 mod listings;
 mod mcp;

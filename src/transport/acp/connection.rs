@@ -251,6 +251,7 @@ impl core::Dialect for Acp {
                 let target = Target::Open {
                     cwd: params.cwd,
                     env: std::env::vars().collect(),
+                    engine: None,
                 };
                 let opening = Opening {
                     kind: OpenKind::New,

@@ -54,10 +54,11 @@ pub(super) async fn connect(
 ) -> Result<(), String> {
     let (mut reader, mut writer) = connection(socket, start).await?;
     let request = match target {
-        Target::Open { cwd, env } => DaemonOp::Open(OpenOp {
+        Target::Open { cwd, env, engine } => DaemonOp::Open(OpenOp {
             cwd: Some(cwd),
             chat: false,
             env,
+            engine,
         }),
         Target::Attach { id, env } => DaemonOp::Attach { session: id, env },
     };

@@ -47,7 +47,19 @@ impl Local {
         tag: u64,
     ) -> Result<(), String> {
         let (options, attaching) = match target {
-            Target::Open { cwd, env } => (options(cwd, env, None), false),
+            Target::Open {
+                engine: Some(engine),
+                ..
+            } => {
+                return Err(format!(
+                    "engine {engine} is hosted by the daemon only; this server runs sessions in its own process"
+                ));
+            }
+            Target::Open {
+                cwd,
+                env,
+                engine: None,
+            } => (options(cwd, env, None), false),
             Target::Attach { id, env } => {
                 if self.live().contains(&id) {
                     return Err(format!("session {id} is already open on this connection"));

@@ -49,6 +49,8 @@ pub enum Target {
     Open {
         cwd: PathBuf,
         env: HashMap<String, String>,
+        /// An `[engines.<name>]` entry (daemon only).
+        engine: Option<String>,
     },
     /// An existing session (live, or saved and loaded): its snapshot comes first.
     Attach {

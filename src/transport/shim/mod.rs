@@ -40,7 +40,12 @@ use crate::protocol::{CloseReason, DaemonEvent, DaemonOp, OpenOp, encode_line};
 #[derive(Debug, Clone)]
 pub enum Target {
     /// A new session in `cwd` (the chats directory for chat sessions).
-    Open { cwd: PathBuf, chat: bool },
+    Open {
+        cwd: PathBuf,
+        chat: bool,
+        /// An `[engines.<name>]` entry to run the session on.
+        engine: Option<String>,
+    },
     /// An existing session, by id.
     Attach(String),
 }
@@ -115,10 +120,11 @@ async fn relay(
         return 0;
     }
     let request = match &target {
-        Target::Open { cwd, chat } => DaemonOp::Open(OpenOp {
+        Target::Open { cwd, chat, engine } => DaemonOp::Open(OpenOp {
             cwd: Some(cwd.clone()),
             chat: *chat,
             env: std::env::vars().collect(),
+            engine: engine.clone(),
         }),
         // The environment goes along in case the daemon must load the session.
         Target::Attach(session) => DaemonOp::Attach {

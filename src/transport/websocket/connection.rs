@@ -227,7 +227,15 @@ impl core::Dialect for Dashboard {
                     None => std::env::var_os("HOME").map_or_else(|| "/".into(), Into::into),
                 };
                 let env = std::env::vars().collect();
-                core.open(id, Kind::New, Target::Open { cwd, env });
+                core.open(
+                    id,
+                    Kind::New,
+                    Target::Open {
+                        cwd,
+                        env,
+                        engine: params.engine,
+                    },
+                );
             }
             Method::Attach => {
                 let params: SessionRef = jsonrpc::params(params)?;

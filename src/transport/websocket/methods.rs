@@ -106,6 +106,9 @@ pub struct NewSession {
     /// An absolute path.
     #[serde(default)]
     pub cwd: Option<std::path::PathBuf>,
+    /// Another agent the daemon hosts (`[engines.<name>]`); jucode's own when absent.
+    #[serde(default)]
+    pub engine: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
