@@ -110,6 +110,17 @@ mod tidy {
         );
     }
 
+    /// A hosted agent's session is a session like the engine's: the host opens it and
+    /// the transports carry it, never the other way round.
+    #[test]
+    fn hosted_engines_know_no_host_or_transport() {
+        forbid(
+            "src/engines",
+            &["crate::host", "crate::transport", "jucode_daemon"],
+            "the host opens hosted sessions; transports carry their lines",
+        );
+    }
+
     #[test]
     fn providers_and_tools_know_no_transport() {
         for dir in ["src/providers", "src/tools", "src/mcp", "src/project"] {
@@ -211,7 +222,8 @@ mod tidy {
 
     /// The Agent Client Protocol is the transports' business: outside `src/transport/`
     /// only the protocol's delegation module names its methods (the serve protocol's
-    /// `client_request` borrows them on purpose, so an editor answers them as they are).
+    /// `client_request` borrows them on purpose, so an editor answers them as they are),
+    /// and the one driver that speaks it to a hosted agent as its client.
     #[test]
     fn only_the_transports_name_acp_methods() {
         // Built here so that this very test does not match itself.
@@ -227,7 +239,10 @@ mod tidy {
         .collect();
         for dir in ["src", "daemon/src"] {
             for (path, code) in sources(dir) {
-                if path.contains("src/transport/") || path.ends_with("src/protocol/delegation.rs") {
+                if path.contains("src/transport/")
+                    || path.ends_with("src/protocol/delegation.rs")
+                    || path.ends_with("src/engines/acp.rs")
+                {
                     continue;
                 }
                 for method in &methods {

@@ -516,6 +516,9 @@ impl Hosted {
     async fn agent_event(&mut self, event: AgentEvent) {
         match event {
             AgentEvent::Settings(settings) => self.settings_changed(settings).await,
+            // Agents announce their commands when they like, often again right after
+            // the startup batch carried the same list: only a change is news.
+            AgentEvent::Commands(commands) if commands == self.commands => {}
             AgentEvent::Commands(commands) => {
                 self.commands = commands;
                 let commands = self.command_list();
