@@ -100,7 +100,7 @@ pub async fn open(request: Request) -> Result<Opened, String> {
     let kind = kind_name(config.kind);
     if config.kind != EngineKind::Acp {
         return Err(format!(
-            "engine {} is of kind {kind}, which this jucode cannot host yet; kind \"acp\" can (see docs/daemon-protocol.md, Other engines)",
+            "engine {} is of kind {kind}, which this jucode cannot host yet; kind \"acp\" can (see docs/engines.md)",
             request.engine
         ));
     }
