@@ -5,14 +5,13 @@
 //! its requests. Its messages are read leniently: a field or update kind this driver
 //! does not know is skipped, never an error, since agents add them often.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::agent::{Command, Event, Settings, TurnStop};
+use super::agent::{Agent, Command, Event, Launch, Settings, Started, TurnStop};
 use super::rpc::{self, CallError, Incoming, Rpc};
 use crate::mcp::process::{self, Group, StderrTail};
 use crate::protocol::jsonrpc::{RpcError, RpcId};
@@ -26,48 +25,6 @@ const PROTOCOL_VERSION: u64 = 1;
 
 /// The id under which an agent's legacy session modes are offered as an option.
 pub const MODE_OPTION: &str = "mode";
-
-/// How to start one agent.
-#[derive(Debug, Clone)]
-pub struct Launch {
-    /// The `[engines.<name>]` entry, for messages.
-    pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: HashMap<String, String>,
-    pub cwd: PathBuf,
-    pub default_mode: Option<String>,
-    pub default_config_options: BTreeMap<String, String>,
-    /// The agent's own session to continue (`session/load`), if any.
-    pub load: Option<String>,
-    /// How long `initialize` and opening the session may take.
-    pub startup: Duration,
-}
-
-/// What the agent said about itself as it started.
-#[derive(Debug, Clone)]
-pub struct Started {
-    /// The agent's id of the conversation.
-    pub session: String,
-    /// `name version` from `agentInfo`.
-    pub agent: Option<String>,
-    pub capabilities: Value,
-    pub images: bool,
-    pub resume: bool,
-    pub settings: Settings,
-    /// Why `load` could not be honoured (the agent cannot load, or failed to): a new
-    /// conversation was started instead.
-    pub not_loaded: Option<String>,
-    /// The commands the agent announced while opening, if it did.
-    pub commands: Option<Vec<CommandInfo>>,
-}
-
-/// A running agent: what the session sends it and what it reports. Dropping it stops
-/// the agent (its process group is killed).
-pub struct Agent {
-    pub commands: mpsc::Sender<Command>,
-    pub events: mpsc::Receiver<Event>,
-}
 
 /// Starts the agent and opens its session. `Err` says what failed, naming the command.
 pub async fn start(launch: Launch) -> Result<(Agent, Started), String> {
@@ -239,6 +196,7 @@ async fn open_session(
         agent,
         capabilities,
         images,
+        steer: false,
         resume,
         settings,
         not_loaded,
@@ -496,6 +454,8 @@ impl Driver {
                 let params = json!({"sessionId": self.session, "prompt": prompt});
                 self.prompt = Some(self.rpc.send_call("session/prompt", params).await);
             }
+            // Never sent: `Started::steer` is false, ACP has no way into a running turn.
+            Command::Steer { .. } => {}
             Command::Cancel => {
                 self.rpc
                     .notify("session/cancel", json!({"sessionId": self.session}))

@@ -3,6 +3,13 @@
 //! translates to, so the session (queue, approvals, cards, transcript, snapshots)
 //! exists once.
 
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
 use crate::engine::ImageData;
 use crate::protocol::{
     CallCard, CommandInfo, Decision, Hunk, OptionChoice, PlanStep, SessionOption, TurnUsage,
@@ -13,6 +20,11 @@ use crate::protocol::{
 pub enum Command {
     /// Starts a turn with this message.
     Prompt {
+        text: String,
+        images: Vec<ImageData>,
+    },
+    /// Gives the running turn another message (only where [`Started::steer`]).
+    Steer {
         text: String,
         images: Vec<ImageData>,
     },
@@ -112,4 +124,56 @@ pub enum Event {
     TurnEnded(TurnStop),
     /// The agent's process is gone; why, for the user.
     Exited(String),
+}
+
+/// Which protocol the agent speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Acp,
+    ClaudeCode,
+}
+
+/// How to start one agent.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub kind: Kind,
+    /// The `[engines.<name>]` entry, for messages.
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: HashMap<String, String>,
+    pub cwd: PathBuf,
+    pub default_mode: Option<String>,
+    pub default_config_options: BTreeMap<String, String>,
+    /// The agent's own session to continue (ACP `session/load`, Claude Code `--resume`).
+    pub load: Option<String>,
+    /// How long `initialize` and opening the session may take.
+    pub startup: Duration,
+}
+
+/// What the agent said about itself as it started.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The agent's id of the conversation.
+    pub session: String,
+    /// `name version` from `agentInfo`.
+    pub agent: Option<String>,
+    pub capabilities: Value,
+    pub images: bool,
+    /// Whether a message can join the running turn ([`Command::Steer`]).
+    pub steer: bool,
+    pub resume: bool,
+    pub settings: Settings,
+    /// Why `load` could not be honoured (the agent cannot load, or failed to): a new
+    /// conversation was started instead.
+    pub not_loaded: Option<String>,
+    /// The commands the agent announced while opening, if it did.
+    pub commands: Option<Vec<CommandInfo>>,
+}
+
+/// A running agent: what the session sends it and what it reports. Dropping it stops
+/// the agent (its process group is killed).
+pub struct Agent {
+    pub commands: mpsc::Sender<Command>,
+    pub events: mpsc::Receiver<Event>,
 }

@@ -15,6 +15,7 @@
 
 pub mod acp;
 mod agent;
+mod claude;
 mod rpc;
 mod session;
 
@@ -98,15 +99,24 @@ pub async fn open(request: Request) -> Result<Opened, String> {
         return Err(message);
     };
     let kind = kind_name(config.kind);
-    if config.kind != EngineKind::Acp {
+    let (driver, default_command) = match config.kind {
+        EngineKind::Acp => (agent::Kind::Acp, None),
+        EngineKind::ClaudeCode => (agent::Kind::ClaudeCode, Some("claude")),
+        EngineKind::Codex => {
+            return Err(format!(
+                "engine {} is of kind {kind}, which this jucode cannot host yet; kinds \"acp\" and \"claude-code\" can (see docs/engines.md)",
+                request.engine
+            ));
+        }
+    };
+    let command = config
+        .command
+        .clone()
+        .filter(|command| !command.is_empty())
+        .or_else(|| default_command.map(str::to_owned));
+    let Some(command) = command else {
         return Err(format!(
-            "engine {} is of kind {kind}, which this jucode cannot host yet; kind \"acp\" can (see docs/engines.md)",
-            request.engine
-        ));
-    }
-    let Some(command) = config.command.clone().filter(|command| !command.is_empty()) else {
-        return Err(format!(
-            "engine {} (kind acp) has no command in {}",
+            "engine {} (kind {kind}) has no command in {}",
             request.engine,
             config_path.display()
         ));
@@ -125,7 +135,15 @@ pub async fn open(request: Request) -> Result<Opened, String> {
     }
     let mut env = request.env.clone();
     env.extend(config.env.clone());
-    let launch = acp::Launch {
+    let mut notices = Vec::new();
+    let provider = match driver {
+        agent::Kind::ClaudeCode => {
+            claude_provider(&request.engine, &config, &loaded, &mut env, &mut notices)
+        }
+        agent::Kind::Acp => provider_view(&request.engine, &config, &loaded, &mut notices),
+    };
+    let launch = agent::Launch {
+        kind: driver,
         name: request.engine.clone(),
         command,
         args: config.args.clone(),
@@ -141,16 +159,14 @@ pub async fn open(request: Request) -> Result<Opened, String> {
             .startup_timeout_ms
             .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
     };
-    let (agent, started) = acp::start(launch.clone()).await?;
+    let (agent, started) = start(launch.clone()).await?;
 
-    let mut notices = Vec::new();
     if let Some(why) = &started.not_loaded {
         notices.push(format!(
             "engine {} could not continue its conversation ({why}): it starts a new one; the transcript is jucode's record",
             request.engine
         ));
     }
-    let provider = provider_view(&request.engine, &config, &loaded, &mut notices);
     let (id, store) = match saved {
         Some(saved) => {
             notices.extend(saved.warnings);
@@ -207,6 +223,14 @@ pub async fn open(request: Request) -> Result<Opened, String> {
         inputs,
         output,
     })
+}
+
+/// Starts the agent `launch` names with the driver of its kind.
+async fn start(launch: agent::Launch) -> Result<(agent::Agent, agent::Started), String> {
+    match launch.kind {
+        agent::Kind::Acp => acp::start(launch).await,
+        agent::Kind::ClaudeCode => claude::start(launch).await,
+    }
 }
 
 /// A saved hosted session, loaded and locked for this process.
@@ -267,6 +291,62 @@ fn provider_view(
         if known { "" } else { " (not in [providers] either)" }
     ));
     None
+}
+
+/// Claude Code's model traffic goes where its environment says
+/// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `ANTHROPIC_CUSTOM_HEADERS`): a configured
+/// Anthropic provider is set there. Anything else is not applied, which the session says.
+fn claude_provider(
+    engine: &str,
+    config: &EngineConfig,
+    loaded: &LoadedConfig,
+    env: &mut HashMap<String, String>,
+    notices: &mut Vec<String>,
+) -> Option<ToolProviderView> {
+    let id = config.provider.as_ref()?;
+    let Some(provider) = loaded.config.providers.get(id) else {
+        notices.push(format!(
+            "engine {engine}: provider {id} is not in [providers]; Claude Code uses its own configuration"
+        ));
+        return None;
+    };
+    if provider.kind != crate::config::ProviderKind::Anthropic {
+        notices.push(format!(
+            "engine {engine}: Claude Code speaks Anthropic Messages only, and provider {id} is not of kind anthropic: it is not applied"
+        ));
+        return None;
+    }
+    let base = provider
+        .base_url
+        .as_deref()
+        .unwrap_or("https://api.anthropic.com")
+        .trim_end_matches('/');
+    let base = base.strip_suffix("/v1").unwrap_or(base);
+    env.insert("ANTHROPIC_BASE_URL".to_owned(), base.to_owned());
+    let key_env = provider
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| "ANTHROPIC_API_KEY".to_owned());
+    if let Some(key) = provider
+        .api_key
+        .clone()
+        .or_else(|| env.get(&key_env).cloned())
+    {
+        env.insert("ANTHROPIC_API_KEY".to_owned(), key);
+    }
+    if !provider.headers.is_empty() {
+        let headers: Vec<String> = provider
+            .headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}"))
+            .collect();
+        env.insert("ANTHROPIC_CUSTOM_HEADERS".to_owned(), headers.join("\n"));
+    }
+    Some(ToolProviderView {
+        id: id.clone(),
+        name: id.clone(),
+        model: config.default_config_options.get("model").cloned(),
+    })
 }
 
 fn now_ms() -> u64 {

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 
 use tokio::sync::{mpsc, watch};
 
-use super::acp::{self, Agent, Launch, MODE_OPTION, Started};
-use super::agent::{Command, Event as AgentEvent, Settings, TurnStop};
+use super::acp::MODE_OPTION;
+use super::agent::{Agent, Command, Event as AgentEvent, Launch, Settings, Started, TurnStop};
 use crate::engine::conversation::store::{EntryBody, Prepared, Store};
 use crate::engine::{Input, Message, Outbound, Output, ToolCall};
 use crate::protocol::{
@@ -343,7 +343,7 @@ impl Hosted {
     async fn restart(&mut self) -> bool {
         let mut launch = self.launch.clone();
         launch.load = Some(self.started.session.clone());
-        match acp::start(launch).await {
+        match super::start(launch).await {
             Ok((agent, started)) => {
                 if let Some(why) = &started.not_loaded {
                     self.output
