@@ -399,12 +399,11 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
+            // The agent's notifications are all in the channel by the time the answer
+            // they precede arrives: taken first, a turn's last chunks never come after
+            // its end.
             tokio::select! {
-                command = commands.recv() => match command {
-                    Some(command) => self.command(command).await,
-                    // The session is gone: so is its agent (the group is killed on drop).
-                    None => break,
-                },
+                biased;
                 message = incoming.recv() => match message {
                     Some(Incoming::Notification { method, params }) => {
                         self.notification(&method, params).await;
@@ -431,6 +430,11 @@ impl Driver {
                     self.prompt = None;
                     self.turn_ended(result).await;
                 }
+                command = commands.recv() => match command {
+                    Some(command) => self.command(command).await,
+                    // The session is gone: so is its agent (the group is killed on drop).
+                    None => break,
+                },
             }
         }
         drop(group);

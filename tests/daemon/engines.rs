@@ -122,7 +122,8 @@ fn a_turn_on_an_acp_agent_streams_as_the_serve_protocol() {
 
     model.push(text_reply(&["Again"]));
     serve.user("once more");
-    assert_eq!(joined(&serve.until_ready(), "assistant_delta"), "Again");
+    let turn = serve.until_ready();
+    assert_eq!(joined(&turn, "assistant_delta"), "Again", "{turn:?}");
     let requests = model.wait_requests(2);
     let roles = requests[1].roles();
     assert_eq!(
@@ -315,7 +316,7 @@ fn a_missing_or_broken_engine_is_a_clear_error() {
         "[engines.missing]\nkind = \"acp\"\ncommand = \"/nonexistent/agent-binary\"\n\
          [engines.dies]\nkind = \"acp\"\ncommand = \"sh\"\nargs = [\"-c\", \"echo it went wrong >&2; exit 3\"]\n\
          [engines.mute]\nkind = \"acp\"\ncommand = \"sleep\"\nargs = [\"30\"]\nstartup_timeout_ms = 300\n\
-         [engines.claude]\nkind = \"claude-code\"\n",
+         [engines.codex]\nkind = \"codex\"\n",
     );
     let _guard = DaemonGuard(&home);
     let cases = [
@@ -325,7 +326,7 @@ fn a_missing_or_broken_engine_is_a_clear_error() {
             vec!["`sh`", "exited with status 3", "it went wrong"],
         ),
         ("mute", vec!["`sleep`", "initialize", "0.3 s"]),
-        ("claude", vec!["claude-code"]),
+        ("codex", vec!["kind codex", "cannot host"]),
         ("nowhere", vec!["no engine nowhere", "self"]),
     ];
     for (engine, words) in cases {

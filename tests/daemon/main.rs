@@ -6,6 +6,7 @@
 mod common;
 
 mod agents;
+mod claude;
 mod clients;
 mod contract;
 mod engines;

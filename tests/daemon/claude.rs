@@ -1,0 +1,266 @@
+//! Claude Code hosted by the daemon (`kind = "claude-code"`): the real `claude` binary
+//! (`@anthropic-ai/claude-code`, installed by `.ci/run` into `target/claude-npm`, or
+//! named by `JUCODE_CLAUDE`), its model traffic sent to the loopback mock speaking the
+//! Messages API. Without the binary or node the tests say why they skipped; nothing
+//! reaches the network.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::common::daemon::DaemonGuard;
+use crate::common::mock::{MockModel, Reply, Step};
+use crate::common::serve::{Home, Serve, joined, types};
+
+fn claude() -> Result<PathBuf, String> {
+    let program = std::env::var_os("JUCODE_CLAUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/claude-npm/node_modules/.bin/claude")
+        });
+    if !program.exists() {
+        return Err(format!(
+            "Claude Code is not installed at {} (run `bash .ci/install-claude-code`, or set JUCODE_CLAUDE)",
+            program.display()
+        ));
+    }
+    match std::process::Command::new("node").arg("--version").output() {
+        Ok(out) if out.status.success() => Ok(program),
+        _ => Err("node is not installed".to_owned()),
+    }
+}
+
+/// A daemon home whose `[engines.claude]` runs `program` against `model`, with a home
+/// of its own so nothing of the machine's Claude Code settings is read or written.
+fn hosting(program: &Path, model: &MockModel, claude_home: &Path) -> Home {
+    let home = Home::new();
+    let base = model.base_url();
+    let base = base.trim_end_matches("/v1");
+    home.write_config(&format!(
+        "[engines.claude]\nkind = \"claude-code\"\ncommand = \"{}\"\n\
+         env = {{ HOME = \"{}\", ANTHROPIC_API_KEY = \"sk-test\", ANTHROPIC_BASE_URL = \"{base}\", \
+         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
+        program.display(),
+        claude_home.display()
+    ));
+    home
+}
+
+fn messages_sse(blocks: Vec<Value>, stop: &str) -> Reply {
+    let mut events = vec![
+        json!({"type": "message_start", "message": {"id": format!("msg_{}", uuid_like()),
+        "type": "message", "role": "assistant", "model": "claude-test", "content": [],
+        "stop_reason": null, "usage": {"input_tokens": 40, "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 0, "output_tokens": 1}}}),
+    ];
+    for (index, (start, delta)) in blocks
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .enumerate()
+    {
+        events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+        events.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        events.push(json!({"type": "content_block_stop", "index": index}));
+    }
+    events.push(
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+        "usage": {"output_tokens": 7}}),
+    );
+    events.push(json!({"type": "message_stop"}));
+    let body: String = events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap()
+            )
+        })
+        .collect();
+    Reply::Sse(vec![Step::Raw(body)])
+}
+
+fn uuid_like() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn said(text: &str) -> Reply {
+    messages_sse(
+        vec![
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": text}),
+        ],
+        "end_turn",
+    )
+}
+
+fn runs(id: &str, command: &str) -> Reply {
+    messages_sse(
+        vec![
+            json!({"type": "tool_use", "id": id, "name": "Bash", "input": {}}),
+            json!({"type": "input_json_delta",
+                "partial_json": json!({"command": command, "description": "a test command"}).to_string()}),
+        ],
+        "tool_use",
+    )
+}
+
+macro_rules! claude_or_skip {
+    () => {
+        match claude() {
+            Ok(program) => program,
+            Err(why) => {
+                println!("SKIPPED: the hosted Claude Code test: {why}");
+                return;
+            }
+        }
+    };
+}
+
+#[test]
+fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
+    let program = claude_or_skip!();
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
+    let home = hosting(&program, &model, claude_home.path());
+    let _guard = DaemonGuard(&home);
+    let work = tempfile::tempdir().unwrap();
+    model.push(said("Hello from Claude"));
+    model.push(runs("toolu_no", "echo no > denied.txt"));
+    model.push(said("Not run."));
+    model.push(runs("toolu_yes", "echo yes > allowed.txt"));
+    model.push(said("Ran it."));
+
+    let mut serve = Serve::shim(&home)
+        .arg("--engine")
+        .arg("claude")
+        .cwd(work.path())
+        .start();
+    let startup = serve.until("status");
+    let kinds = types(&startup);
+    for expected in [
+        "startup",
+        "model_status",
+        "command_list",
+        "approval_mode",
+        "engine_caps",
+        "session_options",
+        "tool_provider",
+    ] {
+        assert!(
+            kinds.contains(&expected),
+            "{expected} missing from {kinds:?}"
+        );
+    }
+    let caps = startup.iter().find(|e| e["type"] == "engine_caps").unwrap();
+    assert_eq!(caps["kind"], "claude-code");
+    assert!(
+        caps["agent"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Claude Code "),
+        "{caps}"
+    );
+    let mode = startup
+        .iter()
+        .find(|e| e["type"] == "approval_mode")
+        .unwrap();
+    assert_eq!(mode["mode"], "manual");
+
+    serve.user("say hello");
+    let turn = serve.until_ready();
+    assert_eq!(
+        joined(&turn, "assistant_delta"),
+        "Hello from Claude",
+        "{:?}",
+        types(&turn)
+    );
+    let usage = turn.iter().find(|e| e["type"] == "usage").expect("usage");
+    assert_eq!(usage["input_tokens"], 140);
+    assert_eq!(usage["cached_input_tokens"], 100);
+    let request = &model.wait_requests(1)[0];
+    assert!(request.body.to_string().contains("say hello"));
+
+    serve.user("run the first");
+    let asked = serve.until("approval_request");
+    let request = asked.last().unwrap();
+    assert_eq!(request["call_id"], "toolu_no");
+    assert!(
+        request["summary"].as_str().unwrap().contains("denied.txt"),
+        "{request}"
+    );
+    assert!(types(&asked).contains(&"tool_start"), "{:?}", types(&asked));
+    serve.send(json!({"op": "approve", "call_id": "toolu_no", "decision": "deny"}));
+    let turn = serve.until_ready();
+    let output = turn
+        .iter()
+        .find(|e| e["type"] == "tool_output")
+        .expect("the card closes");
+    assert_eq!(output["is_error"], true, "{output}");
+    assert_eq!(joined(&turn, "assistant_delta"), "Not run.");
+    assert!(!work.path().join("denied.txt").exists());
+
+    serve.user("run the second");
+    serve.until("approval_request");
+    serve.send(json!({"op": "approve", "call_id": "toolu_yes", "decision": "allow"}));
+    let turn = serve.until_ready();
+    assert!(types(&turn).contains(&"approval_resolved"));
+    assert_eq!(joined(&turn, "assistant_delta"), "Ran it.");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("allowed.txt")).unwrap(),
+        "yes\n"
+    );
+
+    // A mode is a Claude Code permission mode.
+    serve.send(json!({"op": "set_approval_mode", "mode": "auto-edit"}));
+    let changed = serve.until("approval_mode");
+    assert_eq!(changed.last().unwrap()["mode"], "auto-edit");
+}
+
+#[test]
+fn a_claude_code_session_is_resumed_after_the_daemon_restarts() {
+    let program = claude_or_skip!();
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
+    let home = hosting(&program, &model, claude_home.path());
+    let _guard = DaemonGuard(&home);
+    let work = tempfile::tempdir().unwrap();
+    model.push(said("Noted."));
+    let mut serve = Serve::shim(&home)
+        .arg("--engine")
+        .arg("claude")
+        .cwd(work.path())
+        .start();
+    let startup = serve.until("status");
+    let id = startup
+        .iter()
+        .find(|e| e["type"] == "startup")
+        .and_then(|e| e["session_id"].as_str())
+        .unwrap()
+        .to_owned();
+    serve.user("remember the word teapot");
+    serve.until_ready();
+    serve.close_stdin();
+    assert_eq!(serve.wait().code(), Some(0));
+    assert_eq!(home.jucode(&["daemon", "stop"]).status.code(), Some(0));
+
+    model.push(said("Teapot."));
+    let mut serve = Serve::shim(&home).arg("--session").arg(&id).start();
+    let snapshot = serve.until("status");
+    let transcript = snapshot
+        .iter()
+        .find(|e| e["type"] == "transcript")
+        .expect("the conversation so far");
+    assert!(transcript.to_string().contains("teapot"), "{transcript}");
+    serve.user("which word?");
+    assert_eq!(joined(&serve.until_ready(), "assistant_delta"), "Teapot.");
+    // Claude Code continued its own conversation: the model saw the first exchange.
+    let requests = model.wait_requests(2);
+    let last = requests.last().unwrap().body.to_string();
+    assert!(
+        last.contains("teapot") && last.contains("which word?"),
+        "{last}"
+    );
+}
