@@ -293,8 +293,8 @@ fn provider_view(
     None
 }
 
-/// Claude Code's model traffic goes where its environment says
-/// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `ANTHROPIC_CUSTOM_HEADERS`): a configured
+/// Claude Code's model traffic goes where its environment says (`ANTHROPIC_BASE_URL`,
+/// `ANTHROPIC_AUTH_TOKEN`, `ANTHROPIC_MODEL`, `ANTHROPIC_CUSTOM_HEADERS`): a configured
 /// Anthropic provider is set there. Anything else is not applied, which the session says.
 fn claude_provider(
     engine: &str,
@@ -332,7 +332,13 @@ fn claude_provider(
         .clone()
         .or_else(|| env.get(&key_env).cloned())
     {
-        env.insert("ANTHROPIC_API_KEY".to_owned(), key);
+        // As a bearer token, and the key variable emptied: Claude Code prefers a key
+        // it finds to the token, and the user's own must not win over the provider.
+        env.insert("ANTHROPIC_AUTH_TOKEN".to_owned(), key);
+        env.insert("ANTHROPIC_API_KEY".to_owned(), String::new());
+    }
+    if let Some(model) = config.default_config_options.get("model") {
+        env.insert("ANTHROPIC_MODEL".to_owned(), model.clone());
     }
     if !provider.headers.is_empty() {
         let headers: Vec<String> = provider

@@ -37,10 +37,11 @@ fn hosting(program: &Path, model: &MockModel, claude_home: &Path) -> Home {
     let home = Home::new();
     let base = model.base_url();
     let base = base.trim_end_matches("/v1");
+    // The model traffic goes to the mock through `provider`, as a user would route it.
     home.write_config(&format!(
-        "[engines.claude]\nkind = \"claude-code\"\ncommand = \"{}\"\n\
-         env = {{ HOME = \"{}\", ANTHROPIC_API_KEY = \"sk-test\", ANTHROPIC_BASE_URL = \"{base}\", \
-         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
+        "[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{base}/v1\"\napi_key = \"sk-test\"\n\
+         [engines.claude]\nkind = \"claude-code\"\ncommand = \"{}\"\nprovider = \"mock\"\n\
+         env = {{ HOME = \"{}\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
         program.display(),
         claude_home.display()
     ));
@@ -169,6 +170,12 @@ fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
         .unwrap();
     assert_eq!(mode["mode"], "manual");
 
+    let provider = startup
+        .iter()
+        .find(|e| e["type"] == "tool_provider")
+        .unwrap();
+    assert_eq!(provider["provider"]["id"], "mock", "{provider}");
+
     serve.user("say hello");
     let turn = serve.until_ready();
     assert_eq!(
@@ -182,6 +189,12 @@ fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
     assert_eq!(usage["cached_input_tokens"], 100);
     let request = &model.wait_requests(1)[0];
     assert!(request.body.to_string().contains("say hello"));
+    let auth = request
+        .headers
+        .iter()
+        .find(|(name, _)| name == "authorization")
+        .map(|(_, value)| value.as_str());
+    assert_eq!(auth, Some("Bearer sk-test"), "{:?}", request.headers);
 
     serve.user("run the first");
     let asked = serve.until("approval_request");
