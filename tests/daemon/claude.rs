@@ -277,3 +277,48 @@ fn a_claude_code_session_is_resumed_after_the_daemon_restarts() {
         "{last}"
     );
 }
+
+#[test]
+fn a_claude_code_turn_is_interrupted_and_the_queue_goes_next() {
+    let program = claude_or_skip!();
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
+    let home = hosting(&program, &model, claude_home.path());
+    let _guard = DaemonGuard(&home);
+    let work = tempfile::tempdir().unwrap();
+    let gate = crate::common::mock::Gate::new();
+    // The first reply stops half-way until the test lets it go on.
+    let Reply::Sse(mut held) = said("Working on it") else {
+        unreachable!()
+    };
+    let Some(Step::Raw(body)) = held.pop() else {
+        unreachable!()
+    };
+    let cut = body.find("event: content_block_stop").unwrap();
+    held.push(Step::Raw(body[..cut].to_owned()));
+    held.push(Step::Wait(gate.clone()));
+    held.push(Step::Raw(body[cut..].to_owned()));
+    model.push(Reply::Sse(held));
+    model.push(said("Second answer"));
+
+    let mut serve = Serve::shim(&home)
+        .arg("--engine")
+        .arg("claude")
+        .cwd(work.path())
+        .start();
+    serve.until("status");
+    serve.user("first");
+    serve.until("assistant_delta");
+    serve.user("second");
+    let queued = serve.until("pending_messages");
+    assert_eq!(queued.last().unwrap()["messages"][0], "second");
+    serve.send(json!({"op": "interrupt", "index": 0}));
+    serve.until_status("interrupted");
+    gate.open();
+    let next = serve.until_ready();
+    assert_eq!(
+        joined(&next, "assistant_delta"),
+        "Second answer",
+        "{next:?}"
+    );
+}
