@@ -322,3 +322,59 @@ fn a_claude_code_turn_is_interrupted_and_the_queue_goes_next() {
         "{next:?}"
     );
 }
+
+#[test]
+fn two_clients_share_a_claude_code_session_and_both_can_answer() {
+    let program = claude_or_skip!();
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
+    let home = hosting(&program, &model, claude_home.path());
+    let _guard = DaemonGuard(&home);
+    let work = tempfile::tempdir().unwrap();
+    model.push(runs("toolu_1", "echo shared > shared.txt"));
+    model.push(said("Done together."));
+    let mut first = Serve::shim(&home)
+        .arg("--engine")
+        .arg("claude")
+        .cwd(work.path())
+        .start();
+    let startup = first.until("status");
+    let id = startup
+        .iter()
+        .find(|e| e["type"] == "startup")
+        .and_then(|e| e["session_id"].as_str())
+        .unwrap()
+        .to_owned();
+    let mut second = Serve::shim(&home).arg("--session").arg(&id).start();
+    let snapshot = second.until("status");
+    assert!(
+        types(&snapshot).contains(&"engine_caps"),
+        "{:?}",
+        types(&snapshot)
+    );
+
+    first.user("make the file");
+    let asked = second.until("approval_request");
+    let call_id = asked.last().unwrap()["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    first.until("approval_request");
+    // The watcher answers; the one who asked sees it resolved.
+    second.send(json!({"op": "approve", "call_id": call_id, "decision": "allow"}));
+    let turn = first.until_ready();
+    assert!(
+        types(&turn).contains(&"approval_resolved"),
+        "{:?}",
+        types(&turn)
+    );
+    assert_eq!(joined(&turn, "assistant_delta"), "Done together.");
+    assert_eq!(
+        joined(&second.until_ready(), "assistant_delta"),
+        "Done together."
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("shared.txt")).unwrap(),
+        "shared\n"
+    );
+}
