@@ -740,6 +740,7 @@ impl Driver {
         let Some(request_id) = message.get("request_id").and_then(Value::as_str) else {
             return;
         };
+        tracing::debug!(%request, "Claude Code asks before a call");
         let name = request
             .get("tool_name")
             .and_then(Value::as_str)

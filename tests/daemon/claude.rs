@@ -378,3 +378,30 @@ fn two_clients_share_a_claude_code_session_and_both_can_answer() {
         "shared\n"
     );
 }
+
+#[test]
+fn allowed_always_becomes_a_claude_code_permission_rule() {
+    let program = claude_or_skip!();
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
+    let home = hosting(&program, &model, claude_home.path());
+    let _guard = DaemonGuard(&home);
+    let work = tempfile::tempdir().unwrap();
+    model.push(runs("toolu_a", "echo one > one.txt"));
+    model.push(said("First."));
+    let mut serve = Serve::shim(&home)
+        .arg("--engine")
+        .arg("claude")
+        .cwd(work.path())
+        .start();
+    serve.until("status");
+    serve.user("once");
+    serve.until("approval_request");
+    serve.send(json!({"op": "approve", "call_id": "toolu_a", "decision": "allow", "always": true}));
+    assert_eq!(joined(&serve.until_ready(), "assistant_delta"), "First.");
+    // Claude Code keeps the rule its prompt suggested where it suggested it: the
+    // project's local settings.
+    let settings = std::fs::read_to_string(work.path().join(".claude/settings.local.json"))
+        .expect("Claude Code wrote the rule");
+    assert!(settings.contains("Bash(echo one"), "{settings}");
+}
