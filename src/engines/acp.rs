@@ -6,12 +6,12 @@
 //! does not know is skipped, never an error, since agents add them often.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::agent::{Agent, Command, Event, Launch, Settings, Started, TurnStop};
+use super::child::{self, Failure};
 use super::rpc::{self, CallError, Incoming, Rpc};
 use crate::mcp::process::{self, Group, StderrTail};
 use crate::protocol::jsonrpc::{RpcError, RpcId};
@@ -28,11 +28,11 @@ pub const MODE_OPTION: &str = "mode";
 
 /// Starts the agent and opens its session. `Err` says what failed, naming the command.
 pub async fn start(launch: Launch) -> Result<(Agent, Started), String> {
-    let what = format!("engine {} (`{}`)", launch.name, launch.command);
+    let what = child::describe(&launch);
     let spawned = process::spawn(&launch.command, &launch.args, &launch.env, &launch.cwd)
         .map_err(|err| format!("{what}: {err}"))?;
     let process::Spawned {
-        mut child,
+        child,
         stdin,
         stdout,
         group,
@@ -60,30 +60,12 @@ pub async fn start(launch: Launch) -> Result<(Agent, Started), String> {
             return Ok((Agent { commands, events }, started));
         }
         Ok(Err(failure)) => failure,
-        Err(_) => format!(
+        Err(_) => Failure::Other(format!(
             "did not answer `initialize` and open a session within {} s",
             launch.startup.as_secs_f64()
-        ),
+        )),
     };
-    group.signal(nix::sys::signal::Signal::SIGKILL);
-    let status = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-    stderr.drained(Duration::from_millis(500)).await;
-    let exited = match status {
-        Ok(Ok(status)) if failure.contains("connection closed") => {
-            format!("exited with {}", exit_words(status))
-        }
-        _ => failure,
-    };
-    Err(format!("{what} {exited}{}", stderr.suffix()))
-}
-
-fn exit_words(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("status {code}"),
-        (None, Some(signal)) => format!("signal {signal}"),
-        _ => "an unknown status".to_owned(),
-    }
+    Err(child::abandon(child, group, stderr, &what, failure).await)
 }
 
 /// `initialize`, then the session: loaded when asked and offered, new otherwise; then
@@ -92,7 +74,7 @@ async fn open_session(
     rpc: &Rpc,
     incoming: &mut mpsc::Receiver<Incoming>,
     launch: &Launch,
-) -> Result<Started, String> {
+) -> Result<Started, Failure> {
     let mut commands = None;
     let init = call_draining(
         rpc,
@@ -153,7 +135,7 @@ async fn open_session(
             let id = result
                 .get("sessionId")
                 .and_then(Value::as_str)
-                .ok_or("answered session/new without a sessionId")?
+                .ok_or(Failure::from("answered session/new without a sessionId"))?
                 .to_owned();
             (id, result)
         }
@@ -204,10 +186,12 @@ async fn open_session(
     })
 }
 
-fn failed(method: &str, err: CallError) -> String {
+fn failed(method: &str, err: CallError) -> Failure {
     match err {
-        CallError::Gone => "connection closed".to_owned(),
-        CallError::Rpc(err) => format!("failed {method}: {} ({})", err.message, err.code),
+        CallError::Gone => Failure::Closed,
+        CallError::Rpc(err) => {
+            Failure::Other(format!("failed {method}: {} ({})", err.message, err.code))
+        }
     }
 }
 
@@ -388,7 +372,7 @@ impl Driver {
         mut self,
         mut commands: mpsc::Receiver<Command>,
         mut incoming: mpsc::Receiver<Incoming>,
-        mut child: tokio::process::Child,
+        child: tokio::process::Child,
         group: Group,
         stderr: StderrTail,
     ) {
@@ -412,17 +396,8 @@ impl Driver {
                         self.request(id, &method, params).await;
                     }
                     None => {
-                        let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                        group.reaper().reaped();
-                        stderr.drained(Duration::from_millis(500)).await;
-                        let how = match status {
-                            Ok(Ok(status)) => format!("exited with {}", exit_words(status)),
-                            _ => "closed its output".to_owned(),
-                        };
-                        let _ = self
-                            .events
-                            .send(Event::Exited(format!("{} {how}{}", self.what, stderr.suffix())))
-                            .await;
+                        let why = child::gone(child, &group, &stderr, &self.what).await;
+                        let _ = self.events.send(Event::Exited(why)).await;
                         return;
                     }
                 },

@@ -8,16 +8,15 @@
 //! session's id is the same), `--resume` continues a saved one.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
 use super::agent::{Agent, Command, Event, Launch, Settings, Started, TurnStop};
+use super::child::{self, Failure};
 use crate::mcp::process::{self, Group, StderrTail};
 use crate::protocol::{
     CallCard, CallKind, CommandInfo, Decision, Frame, LineCodec, OptionChoice, TurnUsage,
@@ -88,19 +87,19 @@ async fn start_on(
     session: &str,
     resume: bool,
 ) -> Result<(Agent, Started), String> {
-    let what = format!("engine {} (`{}`)", launch.name, launch.command);
+    let what = child::describe(launch);
     let args = arguments(launch, session, resume);
     let spawned = process::spawn(&launch.command, &args, &launch.env, &launch.cwd)
         .map_err(|err| format!("{what}: {err}"))?;
     let process::Spawned {
-        mut child,
+        child,
         stdin,
         stdout,
         group,
         stderr,
     } = spawned;
     let (lines_tx, lines) = mpsc::channel::<Bytes>(256);
-    tokio::spawn(write_lines(stdin, lines));
+    tokio::spawn(child::write_lines(stdin, lines));
     let mut output = FramedRead::new(stdout, LineCodec::new());
     let mut driver = Driver {
         lines: lines_tx,
@@ -141,29 +140,22 @@ async fn start_on(
     let failure = match answer {
         Ok(Ok(ref message)) => match message.pointer("/response/subtype").and_then(Value::as_str) {
             Some("success") => None,
-            _ => Some(format!(
+            _ => Some(Failure::Other(format!(
                 "refused initialize: {}",
                 message
                     .pointer("/response/error")
                     .and_then(Value::as_str)
                     .unwrap_or("no reason given")
-            )),
+            ))),
         },
-        Ok(Err(())) => Some("closed".to_owned()),
-        Err(_) => Some(format!(
+        Ok(Err(())) => Some(Failure::Closed),
+        Err(_) => Some(Failure::Other(format!(
             "did not answer `initialize` within {} s",
             launch.startup.as_secs_f64()
-        )),
+        ))),
     };
     if let Some(failure) = failure {
-        group.signal(nix::sys::signal::Signal::SIGKILL);
-        let status = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-        stderr.drained(Duration::from_millis(500)).await;
-        let how = match status {
-            Ok(Ok(status)) if failure == "closed" => format!("exited with {}", exit_words(status)),
-            _ => failure,
-        };
-        return Err(format!("{what} {how}{}", stderr.suffix()));
+        return Err(child::abandon(child, group, stderr, &what, failure).await);
     }
     driver.pending.clear();
     let answer = answer
@@ -232,27 +224,10 @@ async fn next_message(output: &mut Output) -> Option<Value> {
     None
 }
 
-async fn write_lines(mut input: tokio::process::ChildStdin, mut lines: mpsc::Receiver<Bytes>) {
-    while let Some(line) = lines.recv().await {
-        if input.write_all(&line).await.is_err() || input.flush().await.is_err() {
-            break;
-        }
-    }
-}
-
 fn response_id(message: &Value) -> Option<&str> {
     message
         .pointer("/response/request_id")
         .and_then(Value::as_str)
-}
-
-fn exit_words(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("status {code}"),
-        (None, Some(signal)) => format!("signal {signal}"),
-        _ => "an unknown status".to_owned(),
-    }
 }
 
 /// The settings `initialize` reports: its models (as the `model` option), the
@@ -360,7 +335,7 @@ impl Driver {
         mut self,
         mut commands: mpsc::Receiver<Command>,
         mut output: Output,
-        mut child: tokio::process::Child,
+        child: tokio::process::Child,
         group: Group,
         stderr: StderrTail,
     ) {
@@ -374,14 +349,7 @@ impl Driver {
                 message = next_message(&mut output) => match message {
                     Some(message) => self.message(message).await,
                     None => {
-                        let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-                        group.reaper().reaped();
-                        stderr.drained(Duration::from_millis(500)).await;
-                        let how = match status {
-                            Ok(Ok(status)) => format!("exited with {}", exit_words(status)),
-                            _ => "closed its output".to_owned(),
-                        };
-                        let why = format!("{} {how}{}", self.what, stderr.suffix());
+                        let why = child::gone(child, &group, &stderr, &self.what).await;
                         self.emit(Event::Exited(why)).await;
                         return;
                     }

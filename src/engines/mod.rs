@@ -5,7 +5,9 @@
 //! # Layout
 //! - `agent`: the engine-neutral seam: the [`agent::Command`]s a session sends an agent
 //!   and the [`agent::Event`]s it reports. Every driver speaks only this.
+//! - `child`: an agent's process: its name in messages, its exit, its stdin writer.
 //! - `rpc`: a JSON-RPC 2.0 client over a child's stdio (for ACP and Codex's app server).
+//! - `claude`: the driver of Claude Code in stream-json print mode (`kind = "claude-code"`).
 //! - `acp`: the driver of an Agent Client Protocol agent (`kind = "acp"`).
 //! - `session`: the hosted session task: queue, cards, approvals, conversation on disk,
 //!   startup batch and snapshots, whatever the agent.
@@ -15,6 +17,7 @@
 
 pub mod acp;
 mod agent;
+mod child;
 mod claude;
 mod rpc;
 mod session;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
@@ -125,7 +125,7 @@ pub fn connect(
     let (out, lines) = mpsc::channel(QUEUE);
     let (incoming_tx, incoming) = mpsc::channel(QUEUE);
     let waiting: Waiting = Arc::default();
-    tokio::spawn(write_lines(input, lines));
+    tokio::spawn(super::child::write_lines(input, lines));
     tokio::spawn(read_messages(output, waiting.clone(), incoming_tx));
     let rpc = Rpc {
         out,
@@ -133,14 +133,6 @@ pub fn connect(
         next: Arc::new(std::sync::atomic::AtomicI64::new(1)),
     };
     (rpc, incoming)
-}
-
-async fn write_lines(mut input: impl AsyncWrite + Unpin, mut lines: mpsc::Receiver<Bytes>) {
-    while let Some(line) = lines.recv().await {
-        if input.write_all(&line).await.is_err() || input.flush().await.is_err() {
-            break;
-        }
-    }
 }
 
 async fn read_messages(

@@ -514,6 +514,20 @@ pub fn tool_call(index: u32, id: &str, name: &str, arguments: &str) -> Step {
 }
 
 /// A complete text reply: `deltas` streamed, then finish, usage and `[DONE]`.
+/// An Anthropic Messages SSE body from its events (each JSON carries its `type`).
+pub fn messages_sse(events: &[Value]) -> Reply {
+    let body: String = events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    Reply::Sse(vec![Step::Raw(body)])
+}
+
 pub fn text_reply(deltas: &[&str]) -> Reply {
     let mut steps: Vec<Step> = deltas.iter().map(|d| text(d)).collect();
     steps.extend([finish("stop"), usage(100, 20), Step::Done]);

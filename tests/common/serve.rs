@@ -311,6 +311,25 @@ pub fn types(events: &[Value]) -> Vec<&str> {
         .collect()
 }
 
+/// The session id a startup batch names.
+pub fn startup_id(events: &[Value]) -> String {
+    events
+        .iter()
+        .find(|event| event["type"] == "startup")
+        .and_then(|event| event["session_id"].as_str())
+        .expect("a startup event")
+        .to_owned()
+}
+
+/// The `message` of the last event of a list (an `error` awaited with `until`).
+pub fn last_message(events: &[Value]) -> String {
+    events
+        .last()
+        .and_then(|event| event["message"].as_str())
+        .expect("an event with a message")
+        .to_owned()
+}
+
 /// Concatenated `delta` fields of events of type `ty`.
 pub fn joined(events: &[Value], ty: &str) -> String {
     events

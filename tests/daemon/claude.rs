@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::daemon::DaemonGuard;
-use crate::common::mock::{MockModel, Reply, Step};
-use crate::common::serve::{Home, Serve, joined, types};
+use crate::common::mock::{self, MockModel, Reply, Step};
+use crate::common::serve::{Home, Serve, joined, startup_id, types};
 
 fn claude() -> Result<PathBuf, String> {
     let program = std::env::var_os("JUCODE_CLAUDE")
@@ -31,9 +31,19 @@ fn claude() -> Result<PathBuf, String> {
     }
 }
 
-/// A daemon home whose `[engines.claude]` runs `program` against `model`, with a home
-/// of its own so nothing of the machine's Claude Code settings is read or written.
-fn hosting(program: &Path, model: &MockModel, claude_home: &Path) -> Home {
+/// A daemon home whose `[engines.claude]` runs `program` against the mock model, with
+/// a home of its own for Claude Code so nothing of the machine's settings is read or
+/// written, and a working directory.
+struct Hosting {
+    model: MockModel,
+    home: Home,
+    work: tempfile::TempDir,
+    _claude_home: tempfile::TempDir,
+}
+
+fn hosting(program: &Path) -> Hosting {
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
     let home = Home::new();
     let base = model.base_url();
     let base = base.trim_end_matches("/v1");
@@ -43,12 +53,28 @@ fn hosting(program: &Path, model: &MockModel, claude_home: &Path) -> Home {
          [engines.claude]\nkind = \"claude-code\"\ncommand = \"{}\"\nprovider = \"mock\"\n\
          env = {{ HOME = \"{}\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
         program.display(),
-        claude_home.display()
+        claude_home.path().display()
     ));
-    home
+    Hosting {
+        model,
+        home,
+        work: tempfile::tempdir().unwrap(),
+        _claude_home: claude_home,
+    }
 }
 
-fn messages_sse(blocks: Vec<Value>, stop: &str) -> Reply {
+impl Hosting {
+    /// A new session on Claude Code, in the working directory.
+    fn open(&self) -> Serve {
+        Serve::shim(&self.home)
+            .arg("--engine")
+            .arg("claude")
+            .cwd(self.work.path())
+            .start()
+    }
+}
+
+fn reply_of(blocks: Vec<Value>, stop: &str) -> Reply {
     let mut events = vec![
         json!({"type": "message_start", "message": {"id": format!("msg_{}", uuid_like()),
         "type": "message", "role": "assistant", "model": "claude-test", "content": [],
@@ -69,16 +95,7 @@ fn messages_sse(blocks: Vec<Value>, stop: &str) -> Reply {
         "usage": {"output_tokens": 7}}),
     );
     events.push(json!({"type": "message_stop"}));
-    let body: String = events
-        .iter()
-        .map(|event| {
-            format!(
-                "event: {}\ndata: {event}\n\n",
-                event["type"].as_str().unwrap()
-            )
-        })
-        .collect();
-    Reply::Sse(vec![Step::Raw(body)])
+    mock::messages_sse(&events)
 }
 
 fn uuid_like() -> u64 {
@@ -88,7 +105,7 @@ fn uuid_like() -> u64 {
 }
 
 fn said(text: &str) -> Reply {
-    messages_sse(
+    reply_of(
         vec![
             json!({"type": "text", "text": ""}),
             json!({"type": "text_delta", "text": text}),
@@ -98,7 +115,7 @@ fn said(text: &str) -> Reply {
 }
 
 fn runs(id: &str, command: &str) -> Reply {
-    messages_sse(
+    reply_of(
         vec![
             json!({"type": "tool_use", "id": id, "name": "Bash", "input": {}}),
             json!({"type": "input_json_delta",
@@ -123,22 +140,15 @@ macro_rules! claude_or_skip {
 #[test]
 fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
     let program = claude_or_skip!();
-    let model = MockModel::start();
-    let claude_home = tempfile::tempdir().unwrap();
-    let home = hosting(&program, &model, claude_home.path());
-    let _guard = DaemonGuard(&home);
-    let work = tempfile::tempdir().unwrap();
-    model.push(said("Hello from Claude"));
-    model.push(runs("toolu_no", "echo no > denied.txt"));
-    model.push(said("Not run."));
-    model.push(runs("toolu_yes", "echo yes > allowed.txt"));
-    model.push(said("Ran it."));
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    fx.model.push(said("Hello from Claude"));
+    fx.model.push(runs("toolu_no", "echo no > denied.txt"));
+    fx.model.push(said("Not run."));
+    fx.model.push(runs("toolu_yes", "echo yes > allowed.txt"));
+    fx.model.push(said("Ran it."));
 
-    let mut serve = Serve::shim(&home)
-        .arg("--engine")
-        .arg("claude")
-        .cwd(work.path())
-        .start();
+    let mut serve = fx.open();
     let startup = serve.until("status");
     let kinds = types(&startup);
     for expected in [
@@ -187,7 +197,7 @@ fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
     let usage = turn.iter().find(|e| e["type"] == "usage").expect("usage");
     assert_eq!(usage["input_tokens"], 140);
     assert_eq!(usage["cached_input_tokens"], 100);
-    let request = &model.wait_requests(1)[0];
+    let request = &fx.model.wait_requests(1)[0];
     assert!(request.body.to_string().contains("say hello"));
     let auth = request
         .headers
@@ -213,7 +223,7 @@ fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
         .expect("the card closes");
     assert_eq!(output["is_error"], true, "{output}");
     assert_eq!(joined(&turn, "assistant_delta"), "Not run.");
-    assert!(!work.path().join("denied.txt").exists());
+    assert!(!fx.work.path().join("denied.txt").exists());
 
     serve.user("run the second");
     serve.until("approval_request");
@@ -222,7 +232,7 @@ fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
     assert!(types(&turn).contains(&"approval_resolved"));
     assert_eq!(joined(&turn, "assistant_delta"), "Ran it.");
     assert_eq!(
-        std::fs::read_to_string(work.path().join("allowed.txt")).unwrap(),
+        std::fs::read_to_string(fx.work.path().join("allowed.txt")).unwrap(),
         "yes\n"
     );
 
@@ -235,32 +245,20 @@ fn a_claude_code_session_streams_asks_and_runs_as_the_serve_protocol() {
 #[test]
 fn a_claude_code_session_is_resumed_after_the_daemon_restarts() {
     let program = claude_or_skip!();
-    let model = MockModel::start();
-    let claude_home = tempfile::tempdir().unwrap();
-    let home = hosting(&program, &model, claude_home.path());
-    let _guard = DaemonGuard(&home);
-    let work = tempfile::tempdir().unwrap();
-    model.push(said("Noted."));
-    let mut serve = Serve::shim(&home)
-        .arg("--engine")
-        .arg("claude")
-        .cwd(work.path())
-        .start();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    fx.model.push(said("Noted."));
+    let mut serve = fx.open();
     let startup = serve.until("status");
-    let id = startup
-        .iter()
-        .find(|e| e["type"] == "startup")
-        .and_then(|e| e["session_id"].as_str())
-        .unwrap()
-        .to_owned();
+    let id = startup_id(&startup);
     serve.user("remember the word teapot");
     serve.until_ready();
     serve.close_stdin();
     assert_eq!(serve.wait().code(), Some(0));
-    assert_eq!(home.jucode(&["daemon", "stop"]).status.code(), Some(0));
+    assert_eq!(fx.home.jucode(&["daemon", "stop"]).status.code(), Some(0));
 
-    model.push(said("Teapot."));
-    let mut serve = Serve::shim(&home).arg("--session").arg(&id).start();
+    fx.model.push(said("Teapot."));
+    let mut serve = Serve::shim(&fx.home).arg("--session").arg(&id).start();
     let snapshot = serve.until("status");
     let transcript = snapshot
         .iter()
@@ -270,7 +268,7 @@ fn a_claude_code_session_is_resumed_after_the_daemon_restarts() {
     serve.user("which word?");
     assert_eq!(joined(&serve.until_ready(), "assistant_delta"), "Teapot.");
     // Claude Code continued its own conversation: the model saw the first exchange.
-    let requests = model.wait_requests(2);
+    let requests = fx.model.wait_requests(2);
     let last = requests.last().unwrap().body.to_string();
     assert!(
         last.contains("teapot") && last.contains("which word?"),
@@ -281,11 +279,8 @@ fn a_claude_code_session_is_resumed_after_the_daemon_restarts() {
 #[test]
 fn a_claude_code_turn_is_interrupted_and_the_queue_goes_next() {
     let program = claude_or_skip!();
-    let model = MockModel::start();
-    let claude_home = tempfile::tempdir().unwrap();
-    let home = hosting(&program, &model, claude_home.path());
-    let _guard = DaemonGuard(&home);
-    let work = tempfile::tempdir().unwrap();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
     let gate = crate::common::mock::Gate::new();
     // The first reply stops half-way until the test lets it go on.
     let Reply::Sse(mut held) = said("Working on it") else {
@@ -298,14 +293,10 @@ fn a_claude_code_turn_is_interrupted_and_the_queue_goes_next() {
     held.push(Step::Raw(body[..cut].to_owned()));
     held.push(Step::Wait(gate.clone()));
     held.push(Step::Raw(body[cut..].to_owned()));
-    model.push(Reply::Sse(held));
-    model.push(said("Second answer"));
+    fx.model.push(Reply::Sse(held));
+    fx.model.push(said("Second answer"));
 
-    let mut serve = Serve::shim(&home)
-        .arg("--engine")
-        .arg("claude")
-        .cwd(work.path())
-        .start();
+    let mut serve = fx.open();
     serve.until("status");
     serve.user("first");
     serve.until("assistant_delta");
@@ -326,26 +317,14 @@ fn a_claude_code_turn_is_interrupted_and_the_queue_goes_next() {
 #[test]
 fn two_clients_share_a_claude_code_session_and_both_can_answer() {
     let program = claude_or_skip!();
-    let model = MockModel::start();
-    let claude_home = tempfile::tempdir().unwrap();
-    let home = hosting(&program, &model, claude_home.path());
-    let _guard = DaemonGuard(&home);
-    let work = tempfile::tempdir().unwrap();
-    model.push(runs("toolu_1", "echo shared > shared.txt"));
-    model.push(said("Done together."));
-    let mut first = Serve::shim(&home)
-        .arg("--engine")
-        .arg("claude")
-        .cwd(work.path())
-        .start();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    fx.model.push(runs("toolu_1", "echo shared > shared.txt"));
+    fx.model.push(said("Done together."));
+    let mut first = fx.open();
     let startup = first.until("status");
-    let id = startup
-        .iter()
-        .find(|e| e["type"] == "startup")
-        .and_then(|e| e["session_id"].as_str())
-        .unwrap()
-        .to_owned();
-    let mut second = Serve::shim(&home).arg("--session").arg(&id).start();
+    let id = startup_id(&startup);
+    let mut second = Serve::shim(&fx.home).arg("--session").arg(&id).start();
     let snapshot = second.until("status");
     assert!(
         types(&snapshot).contains(&"engine_caps"),
@@ -374,7 +353,7 @@ fn two_clients_share_a_claude_code_session_and_both_can_answer() {
         "Done together."
     );
     assert_eq!(
-        std::fs::read_to_string(work.path().join("shared.txt")).unwrap(),
+        std::fs::read_to_string(fx.work.path().join("shared.txt")).unwrap(),
         "shared\n"
     );
 }
@@ -382,18 +361,11 @@ fn two_clients_share_a_claude_code_session_and_both_can_answer() {
 #[test]
 fn allowed_always_becomes_a_claude_code_permission_rule() {
     let program = claude_or_skip!();
-    let model = MockModel::start();
-    let claude_home = tempfile::tempdir().unwrap();
-    let home = hosting(&program, &model, claude_home.path());
-    let _guard = DaemonGuard(&home);
-    let work = tempfile::tempdir().unwrap();
-    model.push(runs("toolu_a", "echo one > one.txt"));
-    model.push(said("First."));
-    let mut serve = Serve::shim(&home)
-        .arg("--engine")
-        .arg("claude")
-        .cwd(work.path())
-        .start();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    fx.model.push(runs("toolu_a", "echo one > one.txt"));
+    fx.model.push(said("First."));
+    let mut serve = fx.open();
     serve.until("status");
     serve.user("once");
     serve.until("approval_request");
@@ -401,7 +373,7 @@ fn allowed_always_becomes_a_claude_code_permission_rule() {
     assert_eq!(joined(&serve.until_ready(), "assistant_delta"), "First.");
     // Claude Code keeps the rule its prompt suggested where it suggested it: the
     // project's local settings.
-    let settings = std::fs::read_to_string(work.path().join(".claude/settings.local.json"))
+    let settings = std::fs::read_to_string(fx.work.path().join(".claude/settings.local.json"))
         .expect("Claude Code wrote the rule");
     assert!(settings.contains("Bash(echo one"), "{settings}");
 }

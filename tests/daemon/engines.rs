@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::common::daemon::DaemonGuard;
 use crate::common::mock::{Gate, MockModel, Step, finish, text, text_reply, tool_reply};
-use crate::common::serve::{Home, Serve, joined, types};
+use crate::common::serve::{Home, Serve, joined, last_message, startup_id, types};
 
 /// A daemon home whose `[engines.self]` runs `jucode acp --in-process` on `agent_home`.
 fn hosting(agent_home: &Home, extra: &str) -> Home {
@@ -38,12 +38,7 @@ fn held_reply(gate: &Gate, first: &str, rest: &str) -> crate::common::mock::Repl
 fn open(home: &Home) -> (Serve, String) {
     let mut serve = Serve::shim(home).arg("--engine").arg("self").start();
     let startup = serve.until("status");
-    let id = startup
-        .iter()
-        .find(|event| event["type"] == "startup")
-        .and_then(|event| event["session_id"].as_str())
-        .expect("a startup event")
-        .to_owned();
+    let id = startup_id(&startup);
     (serve, id)
 }
 
@@ -99,21 +94,13 @@ fn a_turn_on_an_acp_agent_streams_as_the_serve_protocol() {
 
     // What the session does not offer on this engine is said, and the session goes on.
     serve.send(json!({"op": "agent_runs"}));
-    let error = serve.until("error");
-    let message = error.last().unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = last_message(&serve.until("error"));
     assert!(
         message.contains("agent_runs is not available on engine self (acp)"),
         "{message}"
     );
     serve.send(json!({"op": "set_session_option", "id": "nothing", "value": "x"}));
-    let error = serve.until("error");
-    let message = error.last().unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = last_message(&serve.until("error"));
     assert!(
         message.contains("has no session option nothing"),
         "{message}"

@@ -4,22 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::common::mock::{MockModel, Reply, Step, text_reply};
+use crate::common::mock::{MockModel, Reply, Step, messages_sse, text_reply};
 use crate::common::serve::{Home, Serve, session_file};
-
-/// An Anthropic Messages SSE body from its events (each JSON carries its `type`).
-fn messages_sse(events: &[Value]) -> Reply {
-    let body: String = events
-        .iter()
-        .map(|event| {
-            format!(
-                "event: {}\ndata: {event}\n\n",
-                event["type"].as_str().unwrap()
-            )
-        })
-        .collect();
-    Reply::Sse(vec![Step::Raw(body)])
-}
 
 fn block(index: u64, block: Value, deltas: &[Value]) -> Vec<Value> {
     let mut events =
