@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::agent::{Agent, Command, Event, Launch, Settings, Started, TurnStop};
+use super::agent::{Agent, Command, Event, Launch, MODE_OPTION, Settings, Started, TurnStop};
 use super::child::{self, Failure};
 use super::rpc::{self, CallError, Incoming, Rpc};
 use crate::mcp::process::{self, Group, StderrTail};
@@ -22,9 +22,6 @@ use crate::protocol::{
 
 /// The ACP version this client speaks.
 const PROTOCOL_VERSION: u64 = 1;
-
-/// The id under which an agent's legacy session modes are offered as an option.
-pub const MODE_OPTION: &str = "mode";
 
 /// Starts the agent and opens its session. `Err` says what failed, naming the command.
 pub async fn start(launch: Launch) -> Result<(Agent, Started), String> {

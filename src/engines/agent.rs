@@ -15,6 +15,9 @@ use crate::protocol::{
     CallCard, CommandInfo, Decision, Hunk, OptionChoice, PlanStep, SessionOption, TurnUsage,
 };
 
+/// The id under which an agent's modes are offered as a session option.
+pub const MODE_OPTION: &str = "mode";
+
 /// The session asks its agent.
 #[derive(Debug)]
 pub enum Command {

@@ -457,7 +457,7 @@ impl Driver {
                         self.control("set_model", fields, Pending::Model(value))
                             .await;
                     }
-                    super::acp::MODE_OPTION => {
+                    super::agent::MODE_OPTION => {
                         Box::pin(self.command(Command::SetMode(value))).await;
                     }
                     _ => {

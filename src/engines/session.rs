@@ -8,8 +8,9 @@ use std::collections::VecDeque;
 
 use tokio::sync::{mpsc, watch};
 
-use super::acp::MODE_OPTION;
-use super::agent::{Agent, Command, Event as AgentEvent, Launch, Settings, Started, TurnStop};
+use super::agent::{
+    Agent, Command, Event as AgentEvent, Launch, MODE_OPTION, Settings, Started, TurnStop,
+};
 use crate::engine::conversation::store::{EntryBody, Prepared, Store};
 use crate::engine::{Input, Message, Outbound, Output, ToolCall};
 use crate::protocol::{
