@@ -14,7 +14,7 @@ use super::agent::{Agent, Command, Event, Launch, MODE_OPTION, Settings, Started
 use super::child::{self, Failure};
 use super::rpc::{self, CallError, Incoming, Rpc};
 use crate::mcp::process::{self, Group, StderrTail};
-use crate::protocol::jsonrpc::{RpcError, RpcId};
+use crate::protocol::jsonrpc::{self, RpcError, RpcId};
 use crate::protocol::{
     CallCard, CallKind, CommandInfo, Decision, OptionChoice, PlanStep, SessionOption, StepStatus,
     TurnUsage,
@@ -35,7 +35,7 @@ pub async fn start(launch: Launch) -> Result<(Agent, Started), String> {
         group,
         stderr,
     } = spawned;
-    let (rpc, mut incoming) = rpc::connect(stdin, stdout);
+    let (rpc, mut incoming) = rpc::connect(stdin, stdout, jsonrpc::Version::Required);
     let opened =
         tokio::time::timeout(launch.startup, open_session(&rpc, &mut incoming, &launch)).await;
     let failure = match opened {

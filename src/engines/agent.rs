@@ -124,6 +124,9 @@ pub enum Event {
         cost: Option<f64>,
     },
     Info(String),
+    /// The answer to [`Command::Steer`], in the order they were sent: taken into the
+    /// running turn, or not (why), in which case the message is the next turn's.
+    SteerTaken(Result<(), String>),
     TurnEnded(TurnStop),
     /// The agent's process is gone; why, for the user.
     Exited(String),
@@ -134,6 +137,18 @@ pub enum Event {
 pub enum Kind {
     Acp,
     ClaudeCode,
+    Codex,
+}
+
+/// A jucode provider the agent's model traffic is sent to, where the agent takes it
+/// as arguments and a name (Codex: `-c model_providers.<id>=...`). Its key is only
+/// ever in [`Launch::env`].
+#[derive(Debug, Clone)]
+pub struct ProviderRoute {
+    /// The name the agent knows the provider by.
+    pub id: String,
+    /// Arguments that define it, before the entry's own `args`.
+    pub args: Vec<String>,
 }
 
 /// How to start one agent.
@@ -148,8 +163,10 @@ pub struct Launch {
     pub cwd: PathBuf,
     pub default_mode: Option<String>,
     pub default_config_options: BTreeMap<String, String>,
-    /// The agent's own session to continue (ACP `session/load`, Claude Code `--resume`).
+    /// The agent's own session to continue (ACP `session/load`, Claude Code `--resume`,
+    /// Codex `thread/resume`).
     pub load: Option<String>,
+    pub provider: Option<ProviderRoute>,
     /// How long `initialize` and opening the session may take.
     pub startup: Duration,
 }

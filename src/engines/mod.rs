@@ -8,6 +8,7 @@
 //! - `child`: an agent's process: its name in messages, its exit, its stdin writer.
 //! - `rpc`: a JSON-RPC 2.0 client over a child's stdio (for ACP and Codex's app server).
 //! - `claude`: the driver of Claude Code in stream-json print mode (`kind = "claude-code"`).
+//! - `codex`: the driver of Codex's app server (`kind = "codex"`).
 //! - `acp`: the driver of an Agent Client Protocol agent (`kind = "acp"`).
 //! - `session`: the hosted session task: queue, cards, approvals, conversation on disk,
 //!   startup batch and snapshots, whatever the agent.
@@ -19,6 +20,7 @@ pub mod acp;
 mod agent;
 mod child;
 mod claude;
+mod codex;
 mod rpc;
 mod session;
 
@@ -105,12 +107,7 @@ pub async fn open(request: Request) -> Result<Opened, String> {
     let (driver, default_command) = match config.kind {
         EngineKind::Acp => (agent::Kind::Acp, None),
         EngineKind::ClaudeCode => (agent::Kind::ClaudeCode, Some("claude")),
-        EngineKind::Codex => {
-            return Err(format!(
-                "engine {} is of kind {kind}, which this jucode cannot host yet; kinds \"acp\" and \"claude-code\" can (see docs/engines.md)",
-                request.engine
-            ));
-        }
+        EngineKind::Codex => (agent::Kind::Codex, Some("codex")),
     };
     let command = config
         .command
@@ -139,12 +136,29 @@ pub async fn open(request: Request) -> Result<Opened, String> {
     let mut env = request.env.clone();
     env.extend(config.env.clone());
     let mut notices = Vec::new();
+    let mut route = None;
     let provider = match driver {
         agent::Kind::ClaudeCode => {
             claude_provider(&request.engine, &config, &loaded, &mut env, &mut notices)
         }
+        agent::Kind::Codex => {
+            codex_provider(&request.engine, &config, &loaded, &mut env, &mut notices).map(
+                |(view, codex_route)| {
+                    route = Some(codex_route);
+                    view
+                },
+            )
+        }
         agent::Kind::Acp => provider_view(&request.engine, &config, &loaded, &mut notices),
     };
+    // A resumed conversation goes on with the model it had, not the agent's default.
+    let mut default_config_options = config.default_config_options.clone();
+    if let Some(saved) = &saved
+        && !saved.meta.model.is_empty()
+        && !default_config_options.contains_key("model")
+    {
+        default_config_options.insert("model".to_owned(), saved.meta.model.clone());
+    }
     let launch = agent::Launch {
         kind: driver,
         name: request.engine.clone(),
@@ -153,7 +167,8 @@ pub async fn open(request: Request) -> Result<Opened, String> {
         env,
         cwd: cwd.clone(),
         default_mode: config.default_mode.clone(),
-        default_config_options: config.default_config_options.clone(),
+        default_config_options,
+        provider: route,
         load: saved
             .as_ref()
             .and_then(|saved| saved.meta.engine.as_ref())
@@ -233,6 +248,7 @@ async fn start(launch: agent::Launch) -> Result<(agent::Agent, agent::Started), 
     match launch.kind {
         agent::Kind::Acp => acp::start(launch).await,
         agent::Kind::ClaudeCode => claude::start(launch).await,
+        agent::Kind::Codex => codex::start(launch).await,
     }
 }
 
@@ -356,6 +372,89 @@ fn claude_provider(
         name: id.clone(),
         model: config.default_config_options.get("model").cloned(),
     })
+}
+
+/// The name Codex knows a jucode provider by (`-c model_providers.jucode=...`): always
+/// the same, so a thread saved on it resumes however the provider is called here.
+const CODEX_PROVIDER_ID: &str = "jucode";
+/// The child's variable holding the provider's key (never an argument).
+const CODEX_PROVIDER_KEY: &str = "JUCODE_PROVIDER_API_KEY";
+
+/// Codex speaks Responses only: a configured `openai-responses` provider is defined
+/// for it on its command line, its key only in the child's environment.
+fn codex_provider(
+    engine: &str,
+    config: &EngineConfig,
+    loaded: &LoadedConfig,
+    env: &mut HashMap<String, String>,
+    notices: &mut Vec<String>,
+) -> Option<(ToolProviderView, agent::ProviderRoute)> {
+    let id = config.provider.as_ref()?;
+    let Some(provider) = loaded.config.providers.get(id) else {
+        notices.push(format!(
+            "engine {engine}: provider {id} is not in [providers]; Codex uses its own configuration"
+        ));
+        return None;
+    };
+    if provider.kind != crate::config::ProviderKind::OpenaiResponses {
+        notices.push(format!(
+            "engine {engine}: Codex speaks OpenAI Responses only, and provider {id} is not of kind openai-responses: it is not applied"
+        ));
+        return None;
+    }
+    let base = provider
+        .base_url
+        .as_deref()
+        .unwrap_or("https://api.openai.com/v1")
+        .trim_end_matches('/');
+    // TOML basic strings take JSON's escapes.
+    let quoted = |text: &str| serde_json::Value::from(text).to_string();
+    let mut definition = vec![
+        format!("name={}", quoted(id)),
+        format!("base_url={}", quoted(base)),
+        "wire_api=\"responses\"".to_owned(),
+    ];
+    let key_env = provider
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
+    if let Some(key) = provider
+        .api_key
+        .clone()
+        .or_else(|| env.get(&key_env).cloned())
+    {
+        env.insert(CODEX_PROVIDER_KEY.to_owned(), key);
+        definition.push(format!("env_key={}", quoted(CODEX_PROVIDER_KEY)));
+    }
+    if !provider.headers.is_empty() {
+        let headers: Vec<String> = provider
+            .headers
+            .iter()
+            .map(|(name, value)| format!("{}={}", quoted(name), quoted(value)))
+            .collect();
+        definition.push(format!("http_headers={{{}}}", headers.join(",")));
+    }
+    let args = vec![
+        "-c".to_owned(),
+        format!("model_provider={}", quoted(CODEX_PROVIDER_ID)),
+        "-c".to_owned(),
+        format!(
+            "model_providers.{CODEX_PROVIDER_ID}={{{}}}",
+            definition.join(",")
+        ),
+    ];
+    let view = ToolProviderView {
+        id: id.clone(),
+        name: id.clone(),
+        model: config.default_config_options.get("model").cloned(),
+    };
+    Some((
+        view,
+        agent::ProviderRoute {
+            id: CODEX_PROVIDER_ID.to_owned(),
+            args,
+        },
+    ))
 }
 
 fn now_ms() -> u64 {

@@ -121,12 +121,13 @@ impl Rpc {
 pub fn connect(
     input: impl AsyncWrite + Unpin + Send + 'static,
     output: impl AsyncRead + Unpin + Send + 'static,
+    version: jsonrpc::Version,
 ) -> (Rpc, mpsc::Receiver<Incoming>) {
     let (out, lines) = mpsc::channel(QUEUE);
     let (incoming_tx, incoming) = mpsc::channel(QUEUE);
     let waiting: Waiting = Arc::default();
     tokio::spawn(super::child::write_lines(input, lines));
-    tokio::spawn(read_messages(output, waiting.clone(), incoming_tx));
+    tokio::spawn(read_messages(output, version, waiting.clone(), incoming_tx));
     let rpc = Rpc {
         out,
         waiting,
@@ -137,6 +138,7 @@ pub fn connect(
 
 async fn read_messages(
     output: impl AsyncRead + Unpin,
+    version: jsonrpc::Version,
     waiting: Waiting,
     incoming: mpsc::Sender<Incoming>,
 ) {
@@ -155,7 +157,7 @@ async fn read_messages(
         };
         // Agents print banners and logs on stdout at times: a line that is not JSON-RPC
         // is not the session's business, only the log's.
-        let message = match jsonrpc::parse(&line) {
+        let message = match jsonrpc::parse_as(&line, version) {
             Ok(message) => message,
             Err(_) => {
                 tracing::debug!(line = %String::from_utf8_lossy(&line), "not JSON-RPC");

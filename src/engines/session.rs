@@ -74,6 +74,14 @@ pub struct Hosted {
     options_asked: bool,
     /// The op being handled came from this client (answers go to it).
     asker: ClientId,
+    /// Messages sent into the running turn, waiting for the agent to take them.
+    steering: VecDeque<Steered>,
+}
+
+/// A message sent into the running turn ([`Command::Steer`]).
+struct Steered {
+    input: UserInput,
+    prepared: crate::engine::PreparedInput,
 }
 
 impl Hosted {
@@ -106,6 +114,7 @@ impl Hosted {
             context: (0, 0, 0.0),
             options_asked: false,
             asker: crate::engine::SOLE_CLIENT,
+            steering: VecDeque::new(),
         }
     }
 
@@ -195,15 +204,7 @@ impl Hosted {
         match op {
             Op::UserMessage(input) => self.user_message(input).await,
             Op::Command { input } => self.command(input).await,
-            Op::Steer { .. } => {
-                if self.turn.is_some() && !self.queue.is_empty() {
-                    let message = format!(
-                        "{} cannot take a message into a running turn: it stays queued (interrupt with its index to send it now)",
-                        self.what()
-                    );
-                    self.reply_error(message).await;
-                }
-            }
+            Op::Steer { index } => self.steer(index).await,
             Op::Unqueue { index } => {
                 let Some(position) = crate::engine::queue_index(self.queue.len(), index) else {
                     return true;
@@ -309,6 +310,21 @@ impl Hosted {
             return;
         }
         let prepared = crate::engine::prepare_input(input, self.identity.cwd.clone(), false).await;
+        let (text, images) = self.message_of(&prepared).await;
+        self.store.append(prepared.entry);
+        self.output.emit(Event::UserMessage(prepared.shown)).await;
+        self.turn = Some(Turn::default());
+        self.set_status(SessionStatus::Streaming).await;
+        self.output.emit(Event::Connecting).await;
+        self.send(Command::Prompt { text, images }).await;
+    }
+
+    /// What the agent is sent of a prepared message: its text, and its images where it
+    /// takes them (the notices about the rest go to every client).
+    async fn message_of(
+        &self,
+        prepared: &crate::engine::PreparedInput,
+    ) -> (String, Vec<crate::engine::ImageData>) {
         for notice in &prepared.notices {
             self.output.info(notice.clone()).await;
         }
@@ -319,25 +335,80 @@ impl Hosted {
             } => (text.clone(), images.clone()),
             _ => (String::new(), Vec::new()),
         };
-        self.store.append(prepared.entry);
-        self.output.emit(Event::UserMessage(prepared.shown)).await;
-        let images = if self.started.images {
-            images
-        } else {
-            if !images.is_empty() {
+        if self.started.images || images.is_empty() {
+            return (text, images);
+        }
+        self.output
+            .info(format!(
+                "{} takes no images: they were not sent",
+                self.what()
+            ))
+            .await;
+        (text, Vec::new())
+    }
+
+    /// `steer`: a queued message goes into the running turn where the agent can take
+    /// one; it is the user's message once the agent has ([`AgentEvent::SteerTaken`]).
+    async fn steer(&mut self, index: Option<i64>) {
+        if self.turn.is_none() || self.queue.is_empty() {
+            return;
+        }
+        if !self.started.steer {
+            let message = format!(
+                "{} cannot take a message into a running turn: it stays queued (interrupt with its index to send it now)",
+                self.what()
+            );
+            self.reply_error(message).await;
+            return;
+        }
+        let Some(position) = crate::engine::queue_index(self.queue.len(), index) else {
+            return;
+        };
+        let Some(input) = self.queue.remove(position) else {
+            return;
+        };
+        let prepared =
+            crate::engine::prepare_input(input.clone(), self.identity.cwd.clone(), true).await;
+        let (text, images) = self.message_of(&prepared).await;
+        self.steering.push_back(Steered { input, prepared });
+        self.emit_pending().await;
+        self.set_status(SessionStatus::Steering).await;
+        self.send(Command::Steer { text, images }).await;
+    }
+
+    /// The agent's answer to the oldest steer still waiting.
+    async fn steer_taken(&mut self, taken: Result<(), String>) {
+        let Some(steered) = self.steering.pop_front() else {
+            return;
+        };
+        match taken {
+            Ok(()) => {
+                // What was said so far comes before it in the conversation.
+                self.flush_message(None);
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.message_open = false;
+                }
+                self.store.append(steered.prepared.entry);
+                self.output
+                    .emit(Event::UserMessage(steered.prepared.shown))
+                    .await;
+            }
+            Err(why) => {
                 self.output
                     .info(format!(
-                        "{} takes no images: they were not sent",
+                        "{} did not take the message into its turn ({why}): it runs as the next turn",
                         self.what()
                     ))
                     .await;
+                self.queue.push_front(steered.input);
+                self.emit_pending().await;
             }
-            Vec::new()
-        };
-        self.turn = Some(Turn::default());
-        self.set_status(SessionStatus::Streaming).await;
-        self.output.emit(Event::Connecting).await;
-        self.send(Command::Prompt { text, images }).await;
+        }
+        if self.turn.is_some() {
+            self.queue_status().await;
+        } else {
+            self.start_next().await;
+        }
     }
 
     /// Starts the agent again on its conversation (it crashed or was never up).
@@ -686,6 +757,7 @@ impl Hosted {
                     .await;
             }
             AgentEvent::Info(message) => self.output.info(message).await,
+            AgentEvent::SteerTaken(taken) => self.steer_taken(taken).await,
             AgentEvent::TurnEnded(stop) => self.turn_ended(stop).await,
             AgentEvent::Exited(why) => {
                 self.agent = None;
@@ -696,6 +768,13 @@ impl Hosted {
 
     async fn agent_gone(&mut self, why: String) {
         self.approvals_resolved(Resolution::Interrupted).await;
+        // Messages it never took are queued again, in their order.
+        if !self.steering.is_empty() {
+            while let Some(steered) = self.steering.pop_back() {
+                self.queue.push_front(steered.input);
+            }
+            self.emit_pending().await;
+        }
         if self.turn.is_some() {
             self.close_turn(Resolution::Interrupted).await;
             self.output
@@ -1004,7 +1083,7 @@ impl Hosted {
             kind: self.identity.kind.to_owned(),
             agent: self.started.agent.clone(),
             images: self.started.images,
-            steer: false,
+            steer: self.started.steer,
             resume: self.started.resume,
             capabilities: self.started.capabilities.clone(),
         }
@@ -1098,7 +1177,7 @@ impl Hosted {
 fn agent_mode(modes: &[crate::protocol::OptionChoice], mode: ApprovalMode) -> Option<String> {
     let wanted: &[&str] = match mode {
         ApprovalMode::Manual => &["manual", "default", "ask"],
-        ApprovalMode::Plan => &["plan"],
+        ApprovalMode::Plan => &["plan", "read-only"],
         ApprovalMode::AutoEdit => &["auto-edit", "acceptEdits", "accept-edits"],
         ApprovalMode::Auto => &["auto", "dontAsk"],
         ApprovalMode::FullAccess => &["full-access", "bypassPermissions", "yolo"],

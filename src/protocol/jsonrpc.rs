@@ -153,6 +153,21 @@ impl RpcError {
 
 /// Reads one message; `Err` is the error response to send (with the id when known).
 pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
+    parse_as(text, Version::Required)
+}
+
+/// Whether a message must say `"jsonrpc":"2.0"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// JSON-RPC 2.0 to the letter: what jucode's own servers take.
+    Required,
+    /// The member may be absent (Codex's app server leaves it out); when present it
+    /// must still be `"2.0"`.
+    Optional,
+}
+
+/// [`parse`], with the `jsonrpc` member as `version` wants it.
+pub fn parse_as(text: &[u8], version: Version) -> Result<Message, Bytes> {
     let value: Value = match serde_json::from_slice(text) {
         Ok(value) => value,
         Err(err) => {
@@ -185,7 +200,8 @@ pub fn parse(text: &[u8]) -> Result<Message, Bytes> {
         let error = RpcError::new(INVALID_REQUEST, format!("Invalid Request: {why}"));
         error_response(id.as_ref().unwrap_or(&RpcId::null()), &error)
     };
-    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    let absent_allowed = version == Version::Optional && !object.contains_key("jsonrpc");
+    if !absent_allowed && object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid("\"jsonrpc\" must be \"2.0\"", &id));
     }
     if let Some(method) = object.remove("method") {
@@ -314,6 +330,24 @@ mod tests {
 
     fn error_of(text: &str) -> Value {
         serde_json::from_slice(&parse(text.as_bytes()).unwrap_err()).unwrap()
+    }
+
+    #[test]
+    fn the_version_member_may_be_absent_only_when_optional() {
+        let bare = br#"{"id":0,"method":"item/commandExecution/requestApproval","params":{}}"#;
+        assert!(parse(bare).is_err());
+        assert!(matches!(
+            parse_as(bare, Version::Optional),
+            Ok(Message::Request { .. })
+        ));
+        assert!(parse_as(br#"{"id":3,"result":{}}"#, Version::Optional).is_ok());
+        assert!(
+            parse_as(
+                br#"{"jsonrpc":"1.0","id":3,"result":{}}"#,
+                Version::Optional
+            )
+            .is_err()
+        );
     }
 
     #[test]
