@@ -513,9 +513,18 @@ pub fn tool_call(index: u32, id: &str, name: &str, arguments: &str) -> Step {
     )
 }
 
-/// A complete text reply: `deltas` streamed, then finish, usage and `[DONE]`.
 /// An Anthropic Messages SSE body from its events (each JSON carries its `type`).
 pub fn messages_sse(events: &[Value]) -> Reply {
+    typed_sse(events)
+}
+
+/// An OpenAI Responses SSE body from its events (each JSON carries its `type`).
+pub fn responses_sse(events: &[Value]) -> Reply {
+    typed_sse(events)
+}
+
+/// `event: <type>` then `data: <json>` for each event, as both APIs frame them.
+fn typed_sse(events: &[Value]) -> Reply {
     let body: String = events
         .iter()
         .map(|event| {
@@ -528,6 +537,7 @@ pub fn messages_sse(events: &[Value]) -> Reply {
     Reply::Sse(vec![Step::Raw(body)])
 }
 
+/// A complete text reply: `deltas` streamed, then finish, usage and `[DONE]`.
 pub fn text_reply(deltas: &[&str]) -> Reply {
     let mut steps: Vec<Step> = deltas.iter().map(|d| text(d)).collect();
     steps.extend([finish("stop"), usage(100, 20), Step::Done]);

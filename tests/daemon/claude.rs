@@ -21,7 +21,7 @@ fn claude() -> Result<PathBuf, String> {
         });
     if !program.exists() {
         return Err(format!(
-            "Claude Code is not installed at {} (run `bash .ci/install-claude-code`, or set JUCODE_CLAUDE)",
+            "Claude Code is not installed at {} (run `bash .ci/install-agent claude-code`, or set JUCODE_CLAUDE)",
             program.display()
         ));
     }

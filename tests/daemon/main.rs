@@ -8,6 +8,7 @@ mod common;
 mod agents;
 mod claude;
 mod clients;
+mod codex;
 mod contract;
 mod engines;
 mod lifecycle;
