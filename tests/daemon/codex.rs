@@ -432,3 +432,48 @@ fn two_clients_share_a_codex_session_and_the_watcher_answers() {
         "{transcript}"
     );
 }
+
+/// The processes whose command line holds `marker` (the mock's URL, which only this
+/// test's Codex is given).
+fn processes_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(marker)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_daemon_leaves_no_codex_behind() {
+    let program = codex_or_skip!();
+    let fx = hosting(&program, "auto-edit");
+    let _guard = DaemonGuard(&fx.home);
+    let mut serve = fx.open();
+    serve.until("status");
+    let marker = fx.model.base_url();
+    assert!(!processes_with(&marker).is_empty(), "Codex runs");
+    let pid = fx.home.daemon_status().unwrap()["pid"].as_u64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Codex's stdin was the daemon's: it ends when the daemon does, however it died.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Codex outlived the daemon: {:?}",
+            processes_with(&marker)
+        );
+        std::thread::yield_now();
+    }
+}
