@@ -391,6 +391,7 @@ impl jucode_daemon::Host for EngineHost {
                 output: opened.output,
                 cwd: Some(opened.cwd),
                 chat: false,
+                engine: Some(opened.engine),
             });
         }
         let profile = self.profile.clone();
@@ -410,6 +411,7 @@ impl jucode_daemon::Host for EngineHost {
             output,
             cwd,
             chat,
+            engine: None,
         })
     }
 
@@ -424,6 +426,7 @@ impl jucode_daemon::Host for EngineHost {
                 id: saved.id,
                 cwd: saved.cwd,
                 chat: saved.chat,
+                engine: saved.engine,
                 // A broken file has no first message to show; `broken` says why.
                 label: saved.broken.is_none().then_some(saved.label),
                 created_at: saved.created,

@@ -433,7 +433,11 @@ fn sessions(args: SessionsArgs) -> u8 {
                 let updated = chrono::DateTime::from_timestamp_millis(session.updated as i64)
                     .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
                     .unwrap_or_default();
-                let kind = if session.chat { " (chat)" } else { "" };
+                let kind = match (&session.engine, session.chat) {
+                    (Some(engine), _) => format!(" (on {engine})"),
+                    (None, true) => " (chat)".to_owned(),
+                    (None, false) => String::new(),
+                };
                 match (&session.broken, &session.cwd) {
                     (Some(why), _) => out.push_str(&format!(
                         "{}  {updated}  broken: it cannot be continued\n    {why}\n",

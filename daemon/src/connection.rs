@@ -368,8 +368,9 @@ impl<H: Host> Connection<H> {
             output,
             cwd,
             chat,
+            engine,
         } = hosted;
-        let session = Arc::new(Session::new(id.into(), cwd, chat, input, clients));
+        let session = Arc::new(Session::new(id.into(), cwd, chat, engine, input, clients));
         if let Err(session) = self.shared.sessions.insert(session.clone()) {
             return Err(format!(
                 "cannot open session: duplicate session id {}",
@@ -546,6 +547,7 @@ impl<H: Host> Connection<H> {
                     session: s.id.to_string(),
                     cwd: s.cwd.as_ref().map(|cwd| cwd.to_string_lossy().into_owned()),
                     chat: s.chat,
+                    engine: s.engine.clone(),
                     clients: s.client_count(),
                     state: s.state(),
                     created_at: s.created_at,
@@ -567,6 +569,7 @@ impl<H: Host> Connection<H> {
                     .as_ref()
                     .map(|cwd| cwd.to_string_lossy().into_owned()),
                 chat: saved.chat,
+                engine: saved.engine,
                 clients: 0,
                 state: "saved".to_owned(),
                 created_at: saved.created_at,

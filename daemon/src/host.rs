@@ -87,6 +87,8 @@ pub struct Hosted<I, O> {
     /// those it was saved with).
     pub cwd: Option<PathBuf>,
     pub chat: bool,
+    /// The other agent it runs on, by its config name; `None` for the host's own engine.
+    pub engine: Option<String>,
 }
 
 /// A session saved on disk.
@@ -95,6 +97,8 @@ pub struct SavedSession {
     pub id: String,
     pub cwd: Option<PathBuf>,
     pub chat: bool,
+    /// The other agent it ran on; `None` for the host's own engine.
+    pub engine: Option<String>,
     pub label: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,

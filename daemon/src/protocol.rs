@@ -164,6 +164,9 @@ pub struct SessionInfo {
     /// Its working directory; `null` when the opener gave none.
     pub cwd: Option<String>,
     pub chat: bool,
+    /// The `[engines.<name>]` entry it runs on; absent for jucode's own engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Connections attached to it now.
     pub clients: usize,
     /// The `message` of its last `status` event, `starting` before the first, `saved`
@@ -287,6 +290,7 @@ mod tests {
                 session: "s".into(),
                 cwd: None,
                 chat: true,
+                engine: Some("claude".into()),
                 clients: 0,
                 state: "ready".into(),
                 created_at: 7,

@@ -136,6 +136,8 @@ pub(crate) struct Session<I> {
     pub id: SessionId,
     pub cwd: Option<PathBuf>,
     pub chat: bool,
+    /// The other agent it runs on; `None` for the host's own engine.
+    pub engine: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     /// Dropping the sender asks the session to end.
@@ -151,6 +153,7 @@ impl<I> Session<I> {
         id: SessionId,
         cwd: Option<PathBuf>,
         chat: bool,
+        engine: Option<String>,
         input: mpsc::Sender<I>,
         clients: watch::Sender<usize>,
     ) -> Self {
@@ -161,6 +164,7 @@ impl<I> Session<I> {
             id,
             cwd,
             chat,
+            engine,
             created_at,
             input: Mutex::new(Some(input)),
             inner: Mutex::new(Inner::default()),

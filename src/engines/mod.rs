@@ -55,6 +55,8 @@ pub struct Request {
 /// A started hosted session's channels, as the host hands them to the daemon.
 pub struct Opened {
     pub id: String,
+    /// The `[engines.<name>]` entry it runs on.
+    pub engine: String,
     pub cwd: PathBuf,
     pub inputs: mpsc::Sender<Input>,
     pub output: mpsc::Receiver<Outbound>,
@@ -237,6 +239,7 @@ pub async fn open(request: Request) -> Result<Opened, String> {
     tokio::spawn(hosted.run(inputs_rx, notices));
     Ok(Opened {
         id,
+        engine: request.engine.clone(),
         cwd,
         inputs,
         output,

@@ -179,6 +179,8 @@ pub struct SavedSession {
     /// `None` when the file is broken (its header could not be read).
     pub cwd: Option<PathBuf>,
     pub chat: bool,
+    /// The `[engines.<name>]` entry it runs on; `None` for jucode's own engine.
+    pub engine: Option<String>,
     /// The first user message's first line (or a placeholder).
     pub label: String,
     /// Milliseconds since the Unix epoch.
@@ -280,6 +282,7 @@ fn summary(path: &Path, id: &str) -> SavedSession {
         id: id.to_owned(),
         cwd: None,
         chat: false,
+        engine: None,
         label: String::new(),
         created: 0,
         updated: 0,
@@ -339,7 +342,11 @@ fn summary(path: &Path, id: &str) -> SavedSession {
         }
     };
     let Body::Session {
-        cwd, created, chat, ..
+        cwd,
+        created,
+        chat,
+        engine,
+        ..
     } = header.body
     else {
         return broken(saved, "does not start with a session header".into());
@@ -360,6 +367,7 @@ fn summary(path: &Path, id: &str) -> SavedSession {
         .unwrap_or_else(|| "(no messages)".to_owned());
     saved.cwd = Some(cwd);
     saved.chat = chat;
+    saved.engine = engine.map(|engine| engine.name);
     saved.created = created;
     saved
 }

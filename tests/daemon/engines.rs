@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::daemon::DaemonGuard;
+use crate::common::daemon::{DaemonGuard, Raw};
 use crate::common::mock::{Gate, MockModel, Step, finish, text, text_reply, tool_reply};
 use crate::common::serve::{Home, Serve, joined, last_message, startup_id, types};
 
@@ -265,6 +265,20 @@ fn a_hosted_session_is_resumed_after_the_daemon_restarts() {
     let (mut serve, id) = open(&home);
     serve.user("remember the word teapot");
     serve.until_ready();
+    // Listed with its engine, running and saved.
+    let mut raw = Raw::connect(&home);
+    raw.send(json!({"op": "sessions"}));
+    let listing = raw.next();
+    let entry = listing["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["session"] == id.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!(entry["engine"], "self", "{entry}");
+    assert_eq!(entry["live"], true, "{entry}");
+    drop(raw);
     serve.close_stdin();
     assert_eq!(serve.wait().code(), Some(0));
     assert_eq!(home.jucode(&["daemon", "stop"]).status.code(), Some(0));
@@ -272,6 +286,7 @@ fn a_hosted_session_is_resumed_after_the_daemon_restarts() {
     let listed = home.jucode(&["sessions"]);
     let listing = String::from_utf8_lossy(&listed.stdout).to_string();
     assert!(listing.contains(&id), "{listing}");
+    assert!(listing.contains("(on self)"), "{listing}");
 
     model.push(text_reply(&["Teapot"]));
     let mut serve = Serve::shim(&home).arg("--session").arg(&id).start();
@@ -303,7 +318,7 @@ fn a_missing_or_broken_engine_is_a_clear_error() {
         "[engines.missing]\nkind = \"acp\"\ncommand = \"/nonexistent/agent-binary\"\n\
          [engines.dies]\nkind = \"acp\"\ncommand = \"sh\"\nargs = [\"-c\", \"echo it went wrong >&2; exit 3\"]\n\
          [engines.mute]\nkind = \"acp\"\ncommand = \"sleep\"\nargs = [\"30\"]\nstartup_timeout_ms = 300\n\
-         [engines.codex]\nkind = \"codex\"\n",
+         [engines.codex]\nkind = \"codex\"\nenv = { PATH = \"/nonexistent\" }\n",
     );
     let _guard = DaemonGuard(&home);
     let cases = [
@@ -313,7 +328,8 @@ fn a_missing_or_broken_engine_is_a_clear_error() {
             vec!["`sh`", "exited with status 3", "it went wrong"],
         ),
         ("mute", vec!["`sleep`", "initialize", "0.3 s"]),
-        ("codex", vec!["kind codex", "cannot host"]),
+        // The default command, not on that PATH.
+        ("codex", vec!["engine codex (`codex`)", "cannot start"]),
         ("nowhere", vec!["no engine nowhere", "self"]),
     ];
     for (engine, words) in cases {

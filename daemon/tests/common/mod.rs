@@ -68,6 +68,7 @@ impl Host for FakeHost {
             output,
             cwd,
             chat,
+            engine: None,
         })
     }
 

@@ -123,6 +123,7 @@ impl Local {
                     session: saved.id,
                     cwd: saved.cwd.map(|cwd| cwd.display().to_string()),
                     chat: saved.chat,
+                    engine: saved.engine,
                     created_at: saved.created,
                     // As the daemon lists them: a broken file has no message to show.
                     label: saved.broken.is_none().then_some(saved.label),

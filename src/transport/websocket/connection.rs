@@ -376,6 +376,7 @@ impl core::Dialect for Dashboard {
                 title: row.label,
                 clients: row.clients,
                 live: row.live,
+                engine: row.engine,
                 updated_at: row.updated,
                 broken: row.broken,
                 meta: Default::default(),

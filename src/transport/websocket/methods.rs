@@ -197,6 +197,9 @@ pub struct ListedSession {
     pub title: Option<String>,
     pub clients: usize,
     pub live: bool,
+    /// The `[engines.<name>]` entry it runs on; absent for jucode's own engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub updated_at: u64,
     /// Why its file cannot be continued, only when it cannot.
