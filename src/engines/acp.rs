@@ -52,6 +52,7 @@ pub async fn start(launch: Launch) -> Result<(Agent, Started), String> {
                 prompt: None,
                 what,
                 tools: HashMap::new(),
+                message: None,
             };
             tokio::spawn(driver.run(commands_rx, incoming, child, group, stderr));
             return Ok((Agent { commands, events }, started));
@@ -362,6 +363,8 @@ struct Driver {
     what: String,
     /// Open tool cards, by call id: their name, for the closing update.
     tools: HashMap<String, String>,
+    /// The `messageId` of the last message chunk, for agents that send one.
+    message: Option<String>,
 }
 
 impl Driver {
@@ -610,6 +613,15 @@ impl Driver {
         };
         match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("agent_message_chunk") => {
+                // A chunk of another message (agents that number them) starts a new
+                // assistant message rather than running on in the last one.
+                if let Some(message) = update.get("messageId").and_then(Value::as_str)
+                    && self.message.as_deref() != Some(message)
+                {
+                    if self.message.replace(message.to_owned()).is_some() {
+                        self.emit(Event::MessageBreak).await;
+                    }
+                }
                 if let Some(text) = text_of(update) {
                     self.emit(Event::Text(text)).await;
                 }

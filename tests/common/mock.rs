@@ -140,6 +140,17 @@ fn system_of(body: &Value) -> &str {
     }
 }
 
+/// The last entry of a request's conversation as JSON text, whichever API it speaks
+/// (`messages` for Chat Completions and Messages, `input` for Responses).
+fn last_message_of(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .or_else(|| body["input"].as_array())
+        .and_then(|messages| messages.last())
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
 struct State {
     replies: VecDeque<Reply>,
     /// Replies for requests whose system prompt contains the marker.
@@ -197,7 +208,8 @@ impl MockModel {
         self.shared.0.lock().unwrap().replies.push_back(reply);
     }
 
-    /// A reply for the next request whose system prompt contains `marker`.
+    /// A reply for the next request whose system prompt contains `marker` (or, when no
+    /// marker is in its system prompt, whose last message does).
     pub fn push_for(&self, marker: &str, reply: Reply) {
         let mut state = self.shared.0.lock().unwrap();
         match state.routes.iter_mut().find(|(known, _)| known == marker) {
@@ -381,9 +393,17 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
     let reply = {
         let mut state = shared.0.lock().unwrap();
         let system = system_of(&body);
-        let routed: Vec<usize> = (0..state.routes.len())
+        let mut routed: Vec<usize> = (0..state.routes.len())
             .filter(|&index| system.contains(state.routes[index].0.as_str()))
             .collect();
+        // Side requests an agent makes on its own (a title, a summary) say what they
+        // are in their last message, under the APIs that keep the system prompt apart.
+        if routed.is_empty() {
+            let last = last_message_of(&body);
+            routed = (0..state.routes.len())
+                .filter(|&index| last.contains(state.routes[index].0.as_str()))
+                .collect();
+        }
         let reply = match routed.as_slice() {
             [] => state.replies.pop_front(),
             [index] => state.routes[*index].1.pop_front(),
