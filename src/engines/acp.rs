@@ -617,10 +617,9 @@ impl Driver {
                 // assistant message rather than running on in the last one.
                 if let Some(message) = update.get("messageId").and_then(Value::as_str)
                     && self.message.as_deref() != Some(message)
+                    && self.message.replace(message.to_owned()).is_some()
                 {
-                    if self.message.replace(message.to_owned()).is_some() {
-                        self.emit(Event::MessageBreak).await;
-                    }
+                    self.emit(Event::MessageBreak).await;
                 }
                 if let Some(text) = text_of(update) {
                     self.emit(Event::Text(text)).await;
