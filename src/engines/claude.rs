@@ -7,7 +7,7 @@
 //! One process is one conversation: `--session-id` names a new one (the hosted
 //! session's id is the same), `--resume` continues a saved one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -46,6 +46,8 @@ fn arguments(launch: &Launch, session: &str, resume: bool) -> Vec<String> {
         "stream-json",
         "--verbose",
         "--include-partial-messages",
+        // Its echo of a message written mid-turn says when it took it (see `steer`).
+        "--replay-user-messages",
         "--permission-prompt-tool",
         "stdio",
     ]
@@ -114,6 +116,8 @@ async fn start_on(
         cancelling: false,
         last_prompt: 0,
         tools: HashMap::new(),
+        steering: VecDeque::new(),
+        carried: 0,
         what: what.clone(),
     };
     let init = driver
@@ -182,7 +186,7 @@ async fn start_on(
             }
         }),
         images: true,
-        steer: false,
+        steer: true,
         resume: true,
         settings: driver.settings.clone(),
         not_loaded: None,
@@ -327,6 +331,13 @@ struct Driver {
     last_prompt: u64,
     /// Open tool calls: their name.
     tools: HashMap<String, String>,
+    /// The text of each message written into the running turn that Claude Code has not
+    /// echoed yet. Echoed before the turn's `result`, it was folded into the turn;
+    /// still here at the `result`, Claude Code runs it as a turn of its own next.
+    steering: VecDeque<String>,
+    /// Messages Claude Code already has and runs as their own turns: the session's
+    /// next prompts, which are not written again.
+    carried: usize,
     what: String,
 }
 
@@ -384,6 +395,20 @@ impl Driver {
         id
     }
 
+    async fn write_user(&self, text: &str, images: Vec<crate::engine::ImageData>) {
+        let mut content = vec![json!({"type": "text", "text": text})];
+        for image in images {
+            content.push(json!({"type": "image", "source": {
+                "type": "base64", "media_type": image.mime, "data": &*image.base64}}));
+        }
+        self.write(json!({
+            "type": "user",
+            "message": {"role": "user", "content": content},
+            "parent_tool_use_id": null,
+        }))
+        .await;
+    }
+
     async fn refuse(&self, request: &Value, why: &str) {
         let Some(id) = request.get("request_id").and_then(Value::as_str) else {
             return;
@@ -395,20 +420,25 @@ impl Driver {
 
     async fn command(&mut self, command: Command) {
         match command {
-            Command::Prompt { text, images } | Command::Steer { text, images } => {
-                let mut content = vec![json!({"type": "text", "text": text})];
-                for image in images {
-                    content.push(json!({"type": "image", "source": {
-                        "type": "base64", "media_type": image.mime, "data": &*image.base64}}));
-                }
+            Command::Prompt { text, images } => {
                 self.turn = true;
                 self.cancelling = false;
-                self.write(json!({
-                    "type": "user",
-                    "message": {"role": "user", "content": content},
-                    "parent_tool_use_id": null,
-                }))
-                .await;
+                if self.carried > 0 {
+                    // Written as a steer that the last turn did not take: Claude Code
+                    // is running it already.
+                    self.carried -= 1;
+                    return;
+                }
+                self.write_user(&text, images).await;
+            }
+            Command::Steer { text, images } => {
+                if !self.turn {
+                    let why = "no turn is running".to_owned();
+                    self.emit(Event::SteerTaken(Err(why))).await;
+                    return;
+                }
+                self.write_user(&text, images).await;
+                self.steering.push_back(text);
             }
             Command::Cancel => {
                 if self.turn {
@@ -478,7 +508,10 @@ impl Driver {
                 }
             }
             Some("assistant") if is_main(&message) => self.assistant(&message).await,
-            Some("user") => self.tool_results(&message).await,
+            Some("user") => {
+                self.steer_echoed(&message).await;
+                self.tool_results(&message).await;
+            }
             Some("system") => self.system(&message).await,
             Some("result") => self.result(&message).await,
             Some("control_request") => self.control_request(&message).await,
@@ -573,6 +606,28 @@ impl Driver {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Claude Code echoes a user message as it takes it: a steer echoed within the
+    /// turn is part of it.
+    async fn steer_echoed(&mut self, message: &Value) {
+        let Some(waiting) = self.steering.front() else {
+            return;
+        };
+        let text = message
+            .pointer("/message/content")
+            .and_then(Value::as_array)
+            .and_then(|blocks| {
+                blocks
+                    .iter()
+                    .find(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+            })
+            .and_then(|block| block.get("text"))
+            .and_then(Value::as_str);
+        if text == Some(waiting.as_str()) {
+            self.steering.pop_front();
+            self.emit(Event::SteerTaken(Ok(()))).await;
         }
     }
 
@@ -690,6 +745,13 @@ impl Driver {
                 is_error: true,
             })
             .await;
+        }
+        // Messages written into the turn that it ended without reading: Claude Code
+        // keeps them and runs each as its own turn, which the session starts next.
+        while self.steering.pop_front().is_some() {
+            self.carried += 1;
+            let why = "the turn ended before Claude Code read it".to_owned();
+            self.emit(Event::SteerTaken(Err(why))).await;
         }
         self.turn = false;
         self.cancelling = false;

@@ -559,3 +559,99 @@ fn claude_agent_acp_resumes_its_conversation_after_the_daemon_restarts() {
     assert!(last.contains("teapot"), "{last}");
     fx.model.forget_unused();
 }
+
+#[test]
+fn a_message_steered_into_a_claude_code_turn_is_folded_into_it() {
+    let program = claude_or_skip!();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    fx.model.push(runs("toolu_s", "echo ran > ran.txt"));
+    fx.model.push(said("Both done."));
+    let mut serve = fx.open();
+    serve.until("status");
+    serve.user("first");
+    serve.until("approval_request");
+    // Written while the turn waits on its tool: Claude Code reads it with the result.
+    serve.user("and also this");
+    serve.until("pending_messages");
+    serve.send(json!({"op": "steer"}));
+    serve.until_status("steering");
+    serve.send(json!({"op": "approve", "call_id": "toolu_s", "decision": "allow"}));
+    let turn = serve.until_ready();
+    let taken = turn
+        .iter()
+        .find(|e| e["type"] == "user_message")
+        .unwrap_or_else(|| panic!("{turn:?}"));
+    assert_eq!(taken["content"], "and also this");
+    assert_eq!(joined(&turn, "assistant_delta"), "Both done.", "{turn:?}");
+    let readies = turn
+        .iter()
+        .filter(|e| e["type"] == "status" && e["message"] == "ready")
+        .count();
+    assert_eq!(readies, 1, "one turn: {turn:?}");
+    let requests = fx.model.wait_requests(2);
+    assert!(
+        requests[1]
+            .last_message()
+            .to_string()
+            .contains("and also this"),
+        "{}",
+        requests[1].last_message()
+    );
+}
+
+#[test]
+fn a_message_a_claude_code_turn_ends_without_reading_runs_next_once() {
+    let program = claude_or_skip!();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    let gate = crate::common::mock::Gate::new();
+    let Reply::Sse(mut held) = said("Working on it") else {
+        unreachable!()
+    };
+    let Some(Step::Raw(body)) = held.pop() else {
+        unreachable!()
+    };
+    let cut = body.find("event: content_block_stop").unwrap();
+    held.push(Step::Raw(body[..cut].to_owned()));
+    held.push(Step::Wait(gate.clone()));
+    held.push(Step::Raw(body[cut..].to_owned()));
+    fx.model.push(Reply::Sse(held));
+    fx.model.push(said("Second answer"));
+
+    let mut serve = fx.open();
+    serve.until("status");
+    serve.user("first");
+    serve.until("assistant_delta");
+    serve.user("second plugh");
+    serve.until("pending_messages");
+    serve.send(json!({"op": "steer"}));
+    serve.until_status("steering");
+    gate.open();
+    // The reply ends the turn without another request: Claude Code runs the message
+    // as its own turn, which is the session's next.
+    let first = serve.until_ready();
+    assert!(
+        first.iter().any(|e| e["type"] == "info"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("runs as the next turn")),
+        "{first:?}"
+    );
+    let next = serve.until_ready();
+    let shown = next
+        .iter()
+        .find(|e| e["type"] == "user_message")
+        .unwrap_or_else(|| panic!("{next:?}"));
+    assert_eq!(shown["content"], "second plugh");
+    assert_eq!(
+        joined(&next, "assistant_delta"),
+        "Second answer",
+        "{next:?}"
+    );
+    // Written once: the model saw it once.
+    let requests = fx.model.wait_requests(2);
+    let last = requests[1].body.to_string();
+    assert_eq!(last.matches("second plugh").count(), 1, "{last}");
+}
