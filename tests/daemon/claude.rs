@@ -428,6 +428,15 @@ fn hosting_acp(program: &Path) -> Hosting {
     }
 }
 
+/// The SDK asks the model for a session title on the side, as often as it likes (a
+/// title is made again as the conversation grows): each is answered, and what is left
+/// over is dropped at the end of the test.
+fn answer_titles(model: &MockModel) {
+    for _ in 0..16 {
+        model.push_for("Write the title", said("A title"));
+    }
+}
+
 #[test]
 fn claude_agent_acp_is_hosted_as_an_acp_agent() {
     let program = match claude_acp() {
@@ -439,10 +448,7 @@ fn claude_agent_acp_is_hosted_as_an_acp_agent() {
     };
     let fx = hosting_acp(&program);
     let _guard = DaemonGuard(&fx.home);
-    // The SDK asks the model for a session title on the side, when it likes.
-    for _ in 0..3 {
-        fx.model.push_for("Write the title", said("A title"));
-    }
+    answer_titles(&fx.model);
     fx.model.push(said("Hello over ACP"));
     fx.model.push(runs("toolu_no", "echo no > denied.txt"));
     fx.model.push(said("Not run."));
@@ -513,9 +519,7 @@ fn claude_agent_acp_resumes_its_conversation_after_the_daemon_restarts() {
     };
     let fx = hosting_acp(&program);
     let _guard = DaemonGuard(&fx.home);
-    for _ in 0..3 {
-        fx.model.push_for("Write the title", said("A title"));
-    }
+    answer_titles(&fx.model);
     fx.model.push(said("Noted."));
     let mut serve = Serve::shim(&fx.home)
         .arg("--engine")
@@ -654,4 +658,52 @@ fn a_message_a_claude_code_turn_ends_without_reading_runs_next_once() {
     let requests = fx.model.wait_requests(2);
     let last = requests[1].body.to_string();
     assert_eq!(last.matches("second plugh").count(), 1, "{last}");
+}
+
+#[test]
+fn claude_agent_acp_is_interrupted_and_the_queue_goes_next() {
+    let program = match claude_acp() {
+        Ok(program) => program,
+        Err(why) => {
+            println!("SKIPPED: the hosted claude-agent-acp test: {why}");
+            return;
+        }
+    };
+    let fx = hosting_acp(&program);
+    let _guard = DaemonGuard(&fx.home);
+    answer_titles(&fx.model);
+    let gate = crate::common::mock::Gate::new();
+    let Reply::Sse(mut held) = said("Working on it") else {
+        unreachable!()
+    };
+    let Some(Step::Raw(body)) = held.pop() else {
+        unreachable!()
+    };
+    let cut = body.find("event: content_block_stop").unwrap();
+    held.push(Step::Raw(body[..cut].to_owned()));
+    held.push(Step::Wait(gate.clone()));
+    held.push(Step::Raw(body[cut..].to_owned()));
+    fx.model.push(Reply::Sse(held));
+    fx.model.push(said("Second answer"));
+
+    let mut serve = Serve::shim(&fx.home)
+        .arg("--engine")
+        .arg("claude-acp")
+        .cwd(fx.work.path())
+        .start();
+    serve.until("status");
+    serve.user("first");
+    serve.until("assistant_delta");
+    serve.user("second");
+    let queued = serve.until("pending_messages");
+    assert_eq!(queued.last().unwrap()["messages"][0], "second");
+    serve.send(json!({"op": "interrupt", "index": 0}));
+    serve.until_status("interrupted");
+    gate.open();
+    let next = serve.until_ready();
+    assert!(
+        joined(&next, "assistant_delta").starts_with("Second answer"),
+        "{next:?}"
+    );
+    fx.model.forget_unused();
 }
