@@ -280,12 +280,7 @@ impl crate::engine::ports::library::Library for ProfileLibrary {
     ) -> Result<Vec<crate::engine::ports::library::Saved>, String> {
         Ok(crate::sessions::list(&self.profile.dir, Some(cwd))?
             .into_iter()
-            .map(|saved| crate::engine::ports::library::Saved {
-                id: saved.id,
-                label: saved.label,
-                updated: saved.updated,
-                broken: saved.broken,
-            })
+            .map(crate::engine::ports::library::Saved::from)
             .collect())
     }
 

@@ -31,6 +31,8 @@ pub use ports::tools::{
     Assessment, Confinement, DescribeCall, Effect, Hunk, Progress, Sandbox, Tool, ToolContext,
     ToolOutput, ToolRegistry, ToolSource, normalize, resolve_existing, shown_path, string_arg,
 };
-pub use session::{INPUT_QUEUE, Input, SOLE_CLIENT, SessionParams, queue_index, spawn};
+pub use session::{
+    INPUT_QUEUE, Input, SOLE_CLIENT, SessionParams, queue_index, resume_items, spawn,
+};
 pub use turn::TurnEnd;
 pub use turn::attach::{PreparedInput, prepare as prepare_input};

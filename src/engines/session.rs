@@ -463,6 +463,8 @@ impl Hosted {
                 let items = self.store.transcript_items();
                 self.output.reply_transcript(self.asker, &items).await;
             }
+            // `/resume ID` never gets here: the daemon moves the client itself.
+            "/resume" if args.is_empty() => self.resume_view().await,
             "/help" => {
                 let mut text = format!("{} commands:", self.what());
                 for command in self.command_list() {
@@ -485,6 +487,26 @@ impl Hosted {
                 .await;
             }
         }
+    }
+
+    /// `/resume`: the profile's saved sessions, this directory's first, this one marked.
+    async fn resume_view(&self) {
+        let profile = std::path::PathBuf::from(&self.identity.profile_dir);
+        let cwd = self.identity.cwd.clone();
+        let listed =
+            tokio::task::spawn_blocking(move || crate::sessions::list(&profile, Some(&cwd)))
+                .await
+                .unwrap_or_else(|err| Err(format!("internal error while listing: {err}")));
+        let saved = match listed {
+            Ok(saved) => saved,
+            Err(message) => return self.reply_error(message).await,
+        };
+        let saved = saved
+            .into_iter()
+            .map(crate::engine::ports::library::Saved::from)
+            .collect();
+        let items = crate::engine::resume_items(saved, &self.identity.id);
+        self.reply(Event::ResumeView { items }).await;
     }
 
     async fn set_model(&mut self, model: Option<String>, effort: Option<String>) {
@@ -1058,6 +1080,7 @@ impl Hosted {
                 "Show or switch the agent's model",
             ),
             ("/transcript", "", "Show the conversation"),
+            ("/resume", "", "List the saved sessions"),
             ("/help", "", "List the commands"),
         ];
         let mut list: Vec<CommandInfo> = self

@@ -664,6 +664,9 @@ pub struct ResumeItem {
     pub id: String,
     pub label: String,
     pub active: bool,
+    /// The `[engines.<name>]` entry it runs on; absent for jucode's own engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
     /// Why its file cannot be continued (it cannot be read, it is empty, it does not
     /// start with a session header, it is a symbolic link); absent when it can.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -193,6 +193,18 @@ pub struct SavedSession {
     pub broken: Option<String>,
 }
 
+impl From<SavedSession> for crate::engine::ports::library::Saved {
+    fn from(saved: SavedSession) -> Self {
+        Self {
+            id: saved.id,
+            label: saved.label,
+            updated: saved.updated,
+            broken: saved.broken,
+            engine: saved.engine,
+        }
+    }
+}
+
 /// The file of session `id`, in whichever project directory it is: a path where
 /// something of that name is, even a symbolic link (never followed: opening it refuses
 /// it, with the reason, which "unknown session" would hide).

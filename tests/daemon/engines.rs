@@ -279,6 +279,15 @@ fn a_hosted_session_is_resumed_after_the_daemon_restarts() {
     assert_eq!(entry["engine"], "self", "{entry}");
     assert_eq!(entry["live"], true, "{entry}");
     drop(raw);
+    serve.send(json!({"op": "command", "input": "/resume"}));
+    let view = serve.until("resume_view");
+    let items = view.last().unwrap()["items"].as_array().unwrap().clone();
+    let item = items
+        .iter()
+        .find(|item| item["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{items:?}"));
+    assert_eq!(item["engine"], "self", "{item}");
+    assert_eq!(item["active"], true, "{item}");
     serve.close_stdin();
     assert_eq!(serve.wait().code(), Some(0));
     assert_eq!(home.jucode(&["daemon", "stop"]).status.code(), Some(0));

@@ -15,6 +15,8 @@ pub struct Saved {
     pub updated: u64,
     /// Why it cannot be continued, when its file is broken (listed all the same).
     pub broken: Option<String>,
+    /// The other agent it runs on; `None` for jucode's own engine.
+    pub engine: Option<String>,
 }
 
 /// Both methods do file-system work: call them on the blocking pool.

@@ -53,23 +53,11 @@ impl Session {
                     label: crate::engine::conversation::store::first_line(&first, 80),
                     updated: crate::engine::conversation::store::now_ms(),
                     broken: None,
+                    engine: None,
                 },
             );
         }
-        let items = saved
-            .into_iter()
-            .map(|saved| {
-                let date = chrono::DateTime::from_timestamp_millis(saved.updated as i64)
-                    .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
-                    .unwrap_or_default();
-                ResumeItem {
-                    active: saved.id == current,
-                    label: format!("{} ({date})", saved.label),
-                    id: saved.id,
-                    broken: saved.broken,
-                }
-            })
-            .collect();
+        let items = resume_items(saved, &current);
         self.reply(Event::ResumeView { items }).await;
     }
 
@@ -310,4 +298,26 @@ impl Emitter {
     pub fn for_session(&self, id: &str, shared: Arc<Mutex<Shared>>) -> Emitter {
         Emitter::new(Output::new(id, self.sender()), shared)
     }
+}
+
+/// The `/resume` picker's rows: each saved session with its date, `current` marked.
+pub fn resume_items(
+    saved: Vec<crate::engine::ports::library::Saved>,
+    current: &str,
+) -> Vec<ResumeItem> {
+    saved
+        .into_iter()
+        .map(|saved| {
+            let date = chrono::DateTime::from_timestamp_millis(saved.updated as i64)
+                .map(|at| at.format("%Y-%m-%d %H:%M").to_string())
+                .unwrap_or_default();
+            ResumeItem {
+                active: saved.id == current,
+                label: format!("{} ({date})", saved.label),
+                id: saved.id,
+                broken: saved.broken,
+                engine: saved.engine,
+            }
+        })
+        .collect()
 }

@@ -17,6 +17,7 @@ mod elicit;
 mod gating;
 mod goal;
 mod history;
+pub use history::resume_items;
 mod mcp;
 mod models;
 mod plans;
