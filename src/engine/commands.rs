@@ -89,8 +89,8 @@ impl CommandName {
             ),
             Self::Compact => ("", "Summarise the conversation so far to free context"),
             Self::Mcp => (
-                "[retry <name>]",
-                "Show the MCP servers (an mcp_servers event), or reconnect one",
+                "[retry|login|logout <name>]",
+                "Show the MCP servers (an mcp_servers event), reconnect one, or sign in to or out of one",
             ),
             Self::Trust => (
                 "yes|repo|no",
@@ -130,6 +130,10 @@ pub enum Command<'a> {
     McpView,
     /// `/mcp retry <name>`.
     McpRetry(&'a str),
+    /// `/mcp login <name>`, as `mcp_login`.
+    McpLogin(&'a str),
+    /// `/mcp logout <name>`, as `mcp_logout`.
+    McpLogout(&'a str),
     Quit,
     /// `/resume` alone: the picker (`resume_view`).
     ResumeView,
@@ -235,6 +239,8 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
         CommandName::Mcp => match args.as_slice() {
             [] => Ok(Command::McpView),
             ["retry", name] => Ok(Command::McpRetry(name)),
+            ["login", name] => Ok(Command::McpLogin(name)),
+            ["logout", name] => Ok(Command::McpLogout(name)),
             _ => Err(format!("usage: /mcp {}", CommandName::Mcp.usage().0)),
         },
         CommandName::Trust => match args.as_slice() {
@@ -372,9 +378,10 @@ mod tests {
         assert!(is_builtin("/trust") && !is_builtin("/review"));
         assert_eq!(parse("/mcp"), Ok(Command::McpView));
         assert_eq!(parse("/mcp retry fs"), Ok(Command::McpRetry("fs")));
+        assert_eq!(parse("/mcp login gh"), Ok(Command::McpLogin("gh")));
         assert_eq!(
             parse("/mcp restart fs").unwrap_err(),
-            "usage: /mcp [retry <name>]"
+            "usage: /mcp [retry|login|logout <name>]"
         );
         assert_eq!(
             parse("/nope").unwrap_err(),

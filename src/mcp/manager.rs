@@ -18,12 +18,12 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, RemotePrompt, RemoteTool, SharedConnection};
+use super::client::{self, RemotePrompt, RemoteTool, SharedConnection, oauth};
 use super::naming;
 use super::task::run_server;
 use super::tool::McpTool;
 use crate::config::mcp::{self as config, DEFAULT_TIMEOUT_MS};
-use crate::engine::ports::mcp::Elicitation;
+use crate::engine::ports::mcp::{Elicitation, SIGN_IN_FAILED};
 use crate::engine::{McpServers, PromptArgument, PromptCommand, Tool, ToolSource, ToolSpec};
 use crate::protocol::{McpServerConfig, McpServerView, McpState, McpTransport};
 
@@ -96,6 +96,12 @@ pub(super) enum Status {
         prompts: Vec<RemotePrompt>,
     },
     Failed(String),
+    /// It answered `401`: it waits for a sign-in. Why (for the view), and its
+    /// `WWW-Authenticate` challenge (for the sign-in's discovery).
+    NeedsAuth {
+        why: String,
+        challenge: String,
+    },
 }
 
 impl McpManager {
@@ -156,6 +162,24 @@ pub(super) fn timeout_of(config: &McpServerConfig) -> Duration {
 }
 
 impl Inner {
+    /// The profile's folder (the user's config file's), where sign-ins are kept.
+    pub(super) fn profile_dir(&self) -> PathBuf {
+        self.config_path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
+    }
+
+    /// A sign-in started here failed: the server, still waiting for one, says why.
+    fn sign_in_failed(&self, name: &str, why: &str) {
+        self.change(|state| {
+            if let Some(server) = state.servers.get_mut(name)
+                && let Status::NeedsAuth { why: shown, .. } = &mut server.status
+            {
+                *shown = format!("{SIGN_IN_FAILED}: {why}");
+            }
+        });
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic mid-change leaves the best record there is; refusing it would take
         // the session's servers down for good.
@@ -353,6 +377,7 @@ impl McpServers for McpManager {
                     Status::Connecting => (McpState::Connecting, None),
                     Status::Connected { .. } => (McpState::Connected, None),
                     Status::Failed(error) => (McpState::Failed, Some(error.clone())),
+                    Status::NeedsAuth { why, .. } => (McpState::NeedsAuth, Some(why.clone())),
                 };
                 McpServerView {
                     name: name.clone(),
@@ -502,6 +527,106 @@ impl McpServers for McpManager {
             state.launch(inner, name);
             Ok(())
         })
+    }
+
+    fn login(&self, name: &str) -> BoxFuture<'static, Result<String, String>> {
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        async move {
+            let (url, challenge, oauth) = {
+                let state = inner.lock();
+                let server = state.known(&name)?;
+                let Some(url) = server.config.url.clone() else {
+                    return Err(format!(
+                        "MCP server {name} runs as a command, not at a URL: it has no sign-in"
+                    ));
+                };
+                let challenge = match &server.status {
+                    Status::NeedsAuth { challenge, .. } if !challenge.is_empty() => {
+                        Some(challenge.clone())
+                    }
+                    _ => None,
+                };
+                (url, challenge, server.config.oauth.clone())
+            };
+            let oauth = match oauth {
+                Some(mut oauth) => {
+                    if let Some(secret) = &oauth.client_secret {
+                        oauth.client_secret = Some(
+                            config::expand_vars(secret, |var| inner.env.get(var).cloned())
+                                .map_err(|problem| format!("oauth.client_secret: {problem}"))?,
+                        );
+                    }
+                    Some(oauth)
+                }
+                None => None,
+            };
+            let path = oauth::token_path(&inner.profile_dir(), &name, &url);
+            // A sign-in already running for this server (in this session or another
+            // of the process) is joined, not started twice.
+            if let Some(running) = oauth::running(&path) {
+                return Ok(running);
+            }
+            let http = client::http_client()?;
+            let tokens = oauth::TokenFile::new(path.clone());
+            let sign_in = oauth::sign_in(&url, challenge, oauth.as_ref(), &tokens, &http)
+                .await
+                .map_err(|why| format!("MCP server {name}: {why}"))?;
+            let address = sign_in.url.clone();
+            oauth::started(path.clone(), address.clone());
+            let weak = Arc::downgrade(&inner);
+            tokio::spawn(async move {
+                let result = sign_in
+                    .done
+                    .await
+                    .unwrap_or_else(|err| Err(format!("the sign-in stopped: {err}")));
+                oauth::ended(&path);
+                if let Err(why) = result
+                    && let Some(inner) = weak.upgrade()
+                {
+                    inner.sign_in_failed(&name, &why);
+                }
+            });
+            Ok(address)
+        }
+        .boxed()
+    }
+
+    fn logout(&self, name: &str) -> BoxFuture<'static, Result<(), String>> {
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        async move {
+            let url = {
+                let state = inner.lock();
+                let server = state.known(&name)?;
+                server.config.url.clone().ok_or_else(|| {
+                    format!("MCP server {name} runs as a command, not at a URL: it has no sign-in")
+                })?
+            };
+            let tokens =
+                oauth::TokenFile::new(oauth::token_path(&inner.profile_dir(), &name, &url));
+            let held = {
+                let tokens = tokens.clone();
+                tokio::task::spawn_blocking(move || tokens.remove())
+                    .await
+                    .map_err(|err| format!("internal error: {err}"))??
+            };
+            if let Ok(http) = client::http_client() {
+                oauth::revoke(&url, held, &http).await;
+            }
+            inner.change(|state| {
+                if state.started
+                    && state
+                        .servers
+                        .get(&name)
+                        .is_some_and(|server| enabled(&server.config))
+                {
+                    state.launch(&inner, &name);
+                }
+            });
+            Ok(())
+        }
+        .boxed()
     }
 
     fn get_prompt(

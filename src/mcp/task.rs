@@ -8,7 +8,9 @@ use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, Endpoint, Notice, RemotePrompt, RemoteTool, SharedConnection};
+use super::client::{
+    self, ConnectError, Endpoint, Notice, RemotePrompt, RemoteTool, SharedConnection,
+};
 use super::manager::{Inner, Status, timeout_of};
 use crate::config::mcp as config;
 use crate::engine::ports::tools::resolve_path;
@@ -17,6 +19,10 @@ use crate::protocol::McpServerConfig;
 /// Notices a server may have waiting (list changes); more are dropped, as one pending
 /// refresh covers them all.
 const NOTICE_QUEUE: usize = 4;
+
+/// How often a server waiting for a sign-in looks at its token file, which a sign-in
+/// in another process (`jucode mcp login`) writes.
+const TOKEN_FILE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Connects one server and keeps it connected until it is stopped or dies.
 pub(super) async fn run_server(
@@ -33,7 +39,7 @@ pub(super) async fn run_server(
     };
     let Some((endpoint, elicit)) = inner
         .upgrade()
-        .map(|inner| (endpoint(&inner, &config), inner.elicit.clone()))
+        .map(|inner| (endpoint(&inner, &name, &config), inner.elicit.clone()))
     else {
         return;
     };
@@ -47,60 +53,105 @@ pub(super) async fn run_server(
     };
     let timeout = timeout_of(&config);
     let (notices_tx, mut notices) = mpsc::channel(NOTICE_QUEUE);
-    let connected = tokio::select! {
-        () = stop.cancelled() => return,
-        connected = tokio::time::timeout(timeout, client::connect(endpoint, notices_tx, elicitor)) => connected,
-    };
-    let connection: SharedConnection = match connected {
-        Ok(Ok(connection)) => Arc::new(connection),
-        Ok(Err(message)) => return update(Status::Failed(message)),
-        Err(_) => {
-            return update(Status::Failed(format!(
-                "no answer to the MCP handshake within {} ms (timeout_ms)",
-                timeout.as_millis()
-            )));
-        }
-    };
-    let (mut tools, mut prompts) = (Vec::new(), Vec::new());
-    let mut refresh = (true, true);
+    let mut sign_ins = client::oauth::sign_ins();
+    // Round again when the server stops accepting its sign-in: it waits for a new one.
     loop {
-        if refresh != (false, false) {
-            let listed = tokio::select! {
-                () = stop.cancelled() => return connection.shutdown().await,
-                reason = connection.closed() => return update(Status::Failed(reason)),
-                listed = tokio::time::timeout(timeout, list(&connection, refresh)) => listed,
+        let connection: SharedConnection = loop {
+            let attempt = client::connect(endpoint.clone(), notices_tx.clone(), elicitor.clone());
+            let connected = tokio::select! {
+                () = stop.cancelled() => return,
+                connected = tokio::time::timeout(timeout, attempt) => connected,
             };
-            match listed {
-                Ok(Ok((new_tools, new_prompts))) => {
-                    tools = new_tools.unwrap_or(tools);
-                    prompts = new_prompts.unwrap_or(prompts);
-                }
-                Ok(Err(message)) => {
-                    connection.shutdown().await;
-                    return update(Status::Failed(message));
+            match connected {
+                Ok(Ok(connection)) => break Arc::new(connection),
+                Ok(Err(ConnectError::Failed(message))) => return update(Status::Failed(message)),
+                Ok(Err(ConnectError::SignIn { challenge, why })) => {
+                    update(Status::NeedsAuth { why, challenge });
+                    // Until a sign-in lands: this process's (any session's `mcp_login`),
+                    // or another's (`jucode mcp login` writes the token file).
+                    let tokens = match &endpoint {
+                        Endpoint::Http {
+                            tokens: Some(tokens),
+                            ..
+                        } => tokens.clone(),
+                        _ => return,
+                    };
+                    let seen = tokens.modified();
+                    sign_ins.borrow_and_update();
+                    loop {
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            changed = sign_ins.changed() => {
+                                if changed.is_err() {
+                                    return;
+                                }
+                                break;
+                            }
+                            () = tokio::time::sleep(TOKEN_FILE_CHECK) => {
+                                if tokens.exists() && tokens.modified() != seen {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    update(Status::Connecting);
                 }
                 Err(_) => {
-                    connection.shutdown().await;
                     return update(Status::Failed(format!(
-                        "the server did not list its tools and prompts within {} ms (timeout_ms)",
+                        "no answer to the MCP handshake within {} ms (timeout_ms)",
                         timeout.as_millis()
                     )));
                 }
             }
-            update(Status::Connected {
-                connection: connection.clone(),
-                tools: tools.clone(),
-                prompts: prompts.clone(),
-            });
-            refresh = (false, false);
-        }
-        tokio::select! {
-            () = stop.cancelled() => return connection.shutdown().await,
-            reason = connection.closed() => return update(Status::Failed(reason)),
-            Some(notice) = notices.recv() => match notice {
-                Notice::ToolsChanged => refresh.0 = true,
-                Notice::PromptsChanged => refresh.1 = true,
-            },
+        };
+        let (mut tools, mut prompts) = (Vec::new(), Vec::new());
+        let mut refresh = (true, true);
+        loop {
+            if refresh != (false, false) {
+                let listed = tokio::select! {
+                    () = stop.cancelled() => return connection.shutdown().await,
+                    reason = connection.closed() => return update(Status::Failed(reason)),
+                    listed = tokio::time::timeout(timeout, list(&connection, refresh)) => listed,
+                };
+                match listed {
+                    Ok(Ok((new_tools, new_prompts))) => {
+                        tools = new_tools.unwrap_or(tools);
+                        prompts = new_prompts.unwrap_or(prompts);
+                    }
+                    Ok(Err(message)) => {
+                        connection.shutdown().await;
+                        if connection.is_signed_out() {
+                            break;
+                        }
+                        return update(Status::Failed(message));
+                    }
+                    Err(_) => {
+                        connection.shutdown().await;
+                        return update(Status::Failed(format!(
+                            "the server did not list its tools and prompts within {} ms (timeout_ms)",
+                            timeout.as_millis()
+                        )));
+                    }
+                }
+                update(Status::Connected {
+                    connection: connection.clone(),
+                    tools: tools.clone(),
+                    prompts: prompts.clone(),
+                });
+                refresh = (false, false);
+            }
+            tokio::select! {
+                () = stop.cancelled() => return connection.shutdown().await,
+                reason = connection.closed() => return update(Status::Failed(reason)),
+                () = connection.signed_out() => {
+                    connection.shutdown().await;
+                    break;
+                }
+                Some(notice) = notices.recv() => match notice {
+                    Notice::ToolsChanged => refresh.0 = true,
+                    Notice::PromptsChanged => refresh.1 = true,
+                },
+            }
         }
     }
 }
@@ -121,7 +172,7 @@ async fn list(connection: &client::Connection, which: (bool, bool)) -> Result<Li
 }
 
 /// Where a definition points, with the session's environment applied.
-fn endpoint(inner: &Inner, config: &McpServerConfig) -> Result<Endpoint, String> {
+fn endpoint(inner: &Inner, name: &str, config: &McpServerConfig) -> Result<Endpoint, String> {
     if let Some(command) = &config.command {
         let mut env = (*inner.env).clone();
         env.extend(config.env.clone());
@@ -148,5 +199,10 @@ fn endpoint(inner: &Inner, config: &McpServerConfig) -> Result<Endpoint, String>
     Ok(Endpoint::Http {
         url: url.clone(),
         headers,
+        tokens: Some(client::oauth::TokenFile::new(client::oauth::token_path(
+            &inner.profile_dir(),
+            name,
+            url,
+        ))),
     })
 }

@@ -50,6 +50,12 @@ pub enum Event {
     McpServers {
         servers: Vec<McpServerView>,
     },
+    /// The answer to `mcp_login`: the address to open in a browser to sign in to
+    /// `server` (the same for every client while that sign-in runs).
+    McpLogin {
+        server: String,
+        url: String,
+    },
     /// An MCP server asks the user for input (`elicitation/create`); answered by an
     /// `elicitation_response` op. `schema` is the server's `requestedSchema` (a flat
     /// object of strings, numbers, integers, booleans and enums).
@@ -483,6 +489,9 @@ pub enum McpState {
     Connected,
     Failed,
     Disabled,
+    /// A remote server that answers `401` until the user signs in (`mcp_login`);
+    /// `error` says why (no sign-in yet, it expired or was revoked, a sign-in failed).
+    NeedsAuth,
 }
 
 /// One setting of a hosted engine (`session_options`).

@@ -27,7 +27,9 @@ pub use jucode_daemon::protocol::{
     CloseReason, DaemonEvent, DaemonOp, DaemonStatus, Hello, OpenOp, PROTOCOL_VERSION, SessionInfo,
     encode_line,
 };
-pub use ops::{ApproveOp, ApprovePlanOp, McpServerConfig, Op, OpName, UserInput, parse_op};
+pub use ops::{
+    ApproveOp, ApprovePlanOp, McpOAuthConfig, McpServerConfig, Op, OpName, UserInput, parse_op,
+};
 pub use values::{
     ApprovalMode, CallKind, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState,
     PlanDecision, PlanStatus, ReplyStop, Resolution, SandboxMode, SessionStatus,

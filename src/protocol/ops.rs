@@ -96,6 +96,17 @@ pub enum Op {
         name: String,
         enabled: bool,
     },
+    /// Signs in to a remote server that needs it: answered with `mcp_login {server,
+    /// url}`, the address to open in a browser; the server connects when the browser
+    /// comes back.
+    McpLogin {
+        name: String,
+    },
+    /// Forgets a remote server's sign-in (revoking its tokens where the server offers
+    /// it); the server then needs a sign-in again.
+    McpLogout {
+        name: String,
+    },
     /// Answers an `elicitation_request`. `content` (an object) only with `accept`; it is
     /// checked against the request's schema, whose defaults fill omitted fields.
     ElicitationResponse {
@@ -227,6 +238,26 @@ pub struct McpServerConfig {
     pub enabled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// How a remote server that asks for a sign-in is signed in to (all optional:
+    /// without it, jucode registers itself with the server's authorization server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<McpOAuthConfig>,
+}
+
+/// `oauth` of a remote MCP server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthConfig {
+    /// A client registered with the authorization server beforehand (no dynamic
+    /// registration then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client (`${VAR}` is expanded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The scopes to ask for; the server's advertised ones when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 fn persist_default() -> bool {

@@ -73,6 +73,10 @@ impl PromptCommand {
     }
 }
 
+/// How a server's `error` begins when its sign-in failed: the session then also says
+/// so with an `error` event.
+pub const SIGN_IN_FAILED: &str = "the sign-in failed";
+
 /// A session's MCP servers, as the session task manages them.
 pub trait McpServers: Send + Sync + 'static {
     /// Starts connecting the enabled servers, in the background. Called once, after the
@@ -114,6 +118,21 @@ pub trait McpServers: Send + Sync + 'static {
 
     /// `/mcp retry <name>`: reconnects an enabled server.
     fn retry(&self, name: &str) -> Result<(), String>;
+
+    /// `mcp_login`: starts signing in to a remote server (or joins the sign-in already
+    /// running for it) and gives the address to open in a browser. The server connects
+    /// when the sign-in completes, which [`McpServers::changes`] tells.
+    fn login(&self, name: &str) -> BoxFuture<'static, Result<String, String>> {
+        let message = format!("MCP server {name} cannot be signed in to here");
+        Box::pin(async move { Err(message) })
+    }
+
+    /// `mcp_logout`: forgets the server's sign-in (revoking its tokens where offered);
+    /// it then needs a sign-in again.
+    fn logout(&self, name: &str) -> BoxFuture<'static, Result<(), String>> {
+        let message = format!("MCP server {name} cannot be signed out of here");
+        Box::pin(async move { Err(message) })
+    }
 
     /// Expands a prompt into the text of a user message (bounded by the server's
     /// timeout). The error is the `error` event's message.

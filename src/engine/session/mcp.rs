@@ -10,7 +10,9 @@ use tokio::sync::watch;
 
 use super::{Flow, Internal, Session};
 use crate::engine::commands;
-use crate::engine::ports::mcp::{McpServers, PromptCommand, parse_prompt_arguments};
+use crate::engine::ports::mcp::{
+    McpServers, PromptCommand, SIGN_IN_FAILED, parse_prompt_arguments,
+};
 use crate::protocol::{CommandInfo, Event, McpServerConfig, McpServerView, UserInput};
 
 /// The `command_list` marker of prompt commands.
@@ -84,6 +86,19 @@ impl Session {
     }
 
     async fn announce_view(&mut self, view: Vec<McpServerView>) {
+        // A sign-in that failed is an error for everyone, besides the state that says so.
+        for server in &view {
+            let before = self.mcp.view.iter().find(|old| old.name == server.name);
+            if server.state == crate::protocol::McpState::NeedsAuth
+                && let Some(error) = &server.error
+                && error.starts_with(SIGN_IN_FAILED)
+                && before.and_then(|old| old.error.as_ref()) != Some(error)
+            {
+                self.emitter
+                    .emit(Event::error(format!("MCP server {}: {error}", server.name)))
+                    .await;
+            }
+        }
         self.mcp.view = view.clone();
         self.emitter.emit(Event::McpServers { servers: view }).await;
     }
@@ -115,6 +130,27 @@ impl Session {
 
     pub(super) async fn mcp_toggle(&mut self, name: &str, enabled: bool) {
         let result = self.params.mcp.toggle(name, enabled).await;
+        self.mcp_answer(result).await;
+    }
+
+    /// `mcp_login`: the address to sign in at, for the asker (one browser opens, not
+    /// one per client); the server's state tells everyone how it goes.
+    pub(super) async fn mcp_login(&mut self, name: &str) {
+        match self.params.mcp.login(name).await {
+            Ok(url) => {
+                self.mcp_changed().await;
+                self.reply(Event::McpLogin {
+                    server: name.to_owned(),
+                    url,
+                })
+                .await;
+            }
+            Err(message) => self.reply_error(message).await,
+        }
+    }
+
+    pub(super) async fn mcp_logout(&mut self, name: &str) {
+        let result = self.params.mcp.logout(name).await;
         self.mcp_answer(result).await;
     }
 

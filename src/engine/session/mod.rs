@@ -467,6 +467,8 @@ impl Session {
             } => self.mcp_set(&name, server, persist).await,
             Op::McpRemove { name } => self.mcp_remove(&name).await,
             Op::McpToggle { name, enabled } => self.mcp_toggle(&name, enabled).await,
+            Op::McpLogin { name } => self.mcp_login(&name).await,
+            Op::McpLogout { name } => self.mcp_logout(&name).await,
             Op::ElicitationResponse {
                 id,
                 action,

@@ -54,6 +54,8 @@ impl Session {
             Command::Compact => self.compact().await,
             Command::McpView => self.mcp_list().await,
             Command::McpRetry(name) => self.mcp_retry(name).await,
+            Command::McpLogin(name) => self.mcp_login(name).await,
+            Command::McpLogout(name) => self.mcp_logout(name).await,
             Command::Trust(decision) => self.trust(decision).await,
         }
         Flow::Continue

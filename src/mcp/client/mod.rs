@@ -8,6 +8,8 @@
 //!
 //! The handshake is the classic `initialize` (at the newest protocol version that still
 //! has one), which every server released so far understands.
+//!
+//! `oauth` is the sign-in to remote servers that ask for one (rmcp's auth support).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -28,6 +30,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, Peer, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
+
+pub mod oauth;
 
 use super::process::{self, Group, StderrTail};
 use crate::engine::ports::mcp::{Elicitation, ElicitationAnswer};
@@ -51,10 +55,31 @@ pub enum Endpoint {
         cwd: PathBuf,
     },
     /// A streamable HTTP endpoint; header values are final (variables expanded).
+    /// `tokens`: where its sign-in is kept, when it has one (each request then carries
+    /// the access token).
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        tokens: Option<oauth::TokenFile>,
     },
+}
+
+/// Why a server did not connect.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// It answered `401`: it needs a sign-in. Its `WWW-Authenticate` challenge, for
+    /// the sign-in's discovery (empty when it gave none).
+    SignIn {
+        challenge: String,
+        why: String,
+    },
+    Failed(String),
+}
+
+impl From<String> for ConnectError {
+    fn from(message: String) -> Self {
+        ConnectError::Failed(message)
+    }
 }
 
 /// What a server told us without being asked.
@@ -105,6 +130,7 @@ struct Handler {
 }
 
 /// Where a server's elicitation requests go, and the name they carry.
+#[derive(Clone)]
 pub struct Elicitor {
     pub server: String,
     pub requests: mpsc::Sender<Elicitation>,
@@ -192,6 +218,9 @@ pub struct Connection {
     closed: watch::Receiver<Option<String>>,
     /// Stdio servers: the process group (dropping it kills the group).
     group: Option<Group>,
+    /// Set when the server stopped accepting its sign-in (a request got `401` and no
+    /// refresh helped): the connection is of no use until a new sign-in.
+    signed_out: watch::Sender<bool>,
 }
 
 /// Connects and completes the handshake. Not bounded here: the caller applies the
@@ -200,7 +229,7 @@ pub async fn connect(
     endpoint: Endpoint,
     notices: mpsc::Sender<Notice>,
     elicitor: Elicitor,
-) -> Result<Connection, String> {
+) -> Result<Connection, ConnectError> {
     let handler = Handler { notices, elicitor };
     match endpoint {
         Endpoint::Stdio {
@@ -221,13 +250,13 @@ pub async fn connect(
                             .await;
                     spawned.group.reaper().reaped();
                     spawned.stderr.drained(STDERR_DRAIN).await;
-                    return Err(match exited {
+                    return Err(ConnectError::Failed(match exited {
                         Ok(Ok(status)) => format!(
                             "the server exited during the handshake ({status}){}",
                             spawned.stderr.suffix()
                         ),
                         _ => format!("the MCP handshake failed: {err}{}", spawned.stderr.suffix()),
-                    });
+                    }));
                 }
             };
             let peer = running.peer().clone();
@@ -259,9 +288,14 @@ pub async fn connect(
                 stop: Mutex::new(Some(stop)),
                 closed,
                 group: Some(spawned.group),
+                signed_out: watch::channel(false).0,
             })
         }
-        Endpoint::Http { url, headers } => {
+        Endpoint::Http {
+            url,
+            headers,
+            tokens,
+        } => {
             let mut custom = HashMap::new();
             for (name, text) in headers {
                 let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -270,12 +304,36 @@ pub async fn connect(
                     .map_err(|err| format!("header {name}: {err}"))?;
                 custom.insert(name, text);
             }
-            let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-            let transport = StreamableHttpClientTransport::with_client(http_client()?, config);
-            let running = handler
-                .serve(transport)
-                .await
-                .map_err(|err| format!("the MCP handshake failed: {err}"))?;
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
+            let http = http_client()?;
+            let signed_in = match &tokens {
+                Some(tokens) => oauth::authorized(&url, tokens, &http).await?,
+                None => None,
+            };
+            let served = match signed_in {
+                Some(client) => {
+                    handler
+                        .serve(StreamableHttpClientTransport::with_client(client, config))
+                        .await
+                }
+                None => {
+                    handler
+                        .serve(StreamableHttpClientTransport::with_client(http, config))
+                        .await
+                }
+            };
+            let running = served.map_err(|err| match oauth::challenge_of(&err) {
+                Some(challenge) => ConnectError::SignIn {
+                    challenge,
+                    why: if tokens.as_ref().is_some_and(oauth::TokenFile::exists) {
+                        "its sign-in is no longer accepted: sign in again (mcp_login)".to_owned()
+                    } else {
+                        "it needs a sign-in (mcp_login)".to_owned()
+                    },
+                },
+                None => ConnectError::Failed(format!("the MCP handshake failed: {err}")),
+            })?;
             let peer = running.peer().clone();
             let stop = running.cancellation_token();
             let (closed_tx, closed) = watch::channel(None);
@@ -288,6 +346,7 @@ pub async fn connect(
                 stop: Mutex::new(Some(stop)),
                 closed,
                 group: None,
+                signed_out: watch::channel(false).0,
             })
         }
     }
@@ -300,7 +359,7 @@ fn with_tail(reason: String, stderr: &StderrTail) -> String {
 /// One HTTP client for every MCP server of the process (they share its pool), with
 /// redirects off: a redirect would replay the server's headers, its token among them,
 /// to wherever the redirect points.
-fn http_client() -> Result<reqwest::Client, String> {
+pub(super) fn http_client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
@@ -316,6 +375,32 @@ fn http_client() -> Result<reqwest::Client, String> {
 }
 
 impl Connection {
+    /// A request's failure as its message; a refused sign-in also marks the connection
+    /// signed out.
+    fn failed(&self, request: &str, err: &(dyn std::error::Error + 'static)) -> String {
+        if oauth::challenge_of(err).is_some() {
+            self.signed_out.send_replace(true);
+            return format!(
+                "{request} failed: the server no longer accepts the sign-in (sign in again with mcp_login)"
+            );
+        }
+        // The requests the model makes show the server's words alone, as they always did.
+        match request {
+            "tools/call" | "prompts/get" => err.to_string(),
+            _ => format!("{request} failed: {err}"),
+        }
+    }
+
+    pub fn is_signed_out(&self) -> bool {
+        *self.signed_out.borrow()
+    }
+
+    /// Resolves once the server stopped accepting the sign-in.
+    pub async fn signed_out(&self) {
+        let mut signed_out = self.signed_out.subscribe();
+        let _ = signed_out.wait_for(|out| *out).await;
+    }
+
     /// Whether the server said it has this capability (`tools`, `prompts`).
     fn offers(&self, capability: &str) -> bool {
         self.peer
@@ -332,7 +417,7 @@ impl Connection {
             .peer
             .list_all_tools()
             .await
-            .map_err(|err| format!("tools/list failed: {err}"))?;
+            .map_err(|err| self.failed("tools/list", &err))?;
         Ok(tools
             .iter()
             .filter_map(|tool| serde_json::to_value(tool).ok())
@@ -363,7 +448,7 @@ impl Connection {
             .peer
             .list_all_prompts()
             .await
-            .map_err(|err| format!("prompts/list failed: {err}"))?;
+            .map_err(|err| self.failed("prompts/list", &err))?;
         Ok(prompts
             .iter()
             .filter_map(|prompt| serde_json::to_value(prompt).ok())
@@ -408,7 +493,7 @@ impl Connection {
             .peer
             .call_tool(params)
             .await
-            .map_err(|err| err.to_string())?;
+            .map_err(|err| self.failed("tools/call", &err))?;
         let result = serde_json::to_value(&result).map_err(|err| err.to_string())?;
         Ok(CallResult {
             content: result["content"].as_array().cloned().unwrap_or_default(),
@@ -427,7 +512,7 @@ impl Connection {
             .peer
             .get_prompt(params)
             .await
-            .map_err(|err| err.to_string())?;
+            .map_err(|err| self.failed("prompts/get", &err))?;
         let result = serde_json::to_value(&result).map_err(|err| err.to_string())?;
         Ok(result["messages"]
             .as_array()
