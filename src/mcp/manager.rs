@@ -569,7 +569,7 @@ impl McpServers for McpManager {
             }
             let http = client::http_client()?;
             let tokens = oauth::TokenFile::new(path.clone());
-            let sign_in = oauth::sign_in(&url, challenge, oauth.as_ref(), &tokens, &http)
+            let sign_in = oauth::sign_in(&url, challenge, oauth.as_deref(), &tokens, &http)
                 .await
                 .map_err(|why| format!("MCP server {name}: {why}"))?;
             let address = sign_in.url.clone();

@@ -241,7 +241,7 @@ pub struct McpServerConfig {
     /// How a remote server that asks for a sign-in is signed in to (all optional:
     /// without it, jucode registers itself with the server's authorization server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oauth: Option<McpOAuthConfig>,
+    pub oauth: Option<Box<McpOAuthConfig>>,
 }
 
 /// `oauth` of a remote MCP server.

@@ -6,5 +6,6 @@ pub mod acp_schema;
 pub mod daemon;
 pub mod mcp;
 pub mod mock;
+pub mod oauth;
 pub mod schema;
 pub mod serve;

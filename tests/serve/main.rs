@@ -15,6 +15,7 @@ mod links;
 mod mcp;
 mod mcp_elicit;
 mod mcp_everything;
+mod mcp_oauth;
 mod mcp_ops;
 mod native;
 mod plans;

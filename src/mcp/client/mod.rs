@@ -323,7 +323,8 @@ pub async fn connect(
                         .await
                 }
             };
-            let running = served.map_err(|err| match oauth::challenge_of(&err) {
+            let needs_sign_in = err_sign_in(&served);
+            let running = served.map_err(|err| match needs_sign_in {
                 Some(challenge) => ConnectError::SignIn {
                     challenge,
                     why: if tokens.as_ref().is_some_and(oauth::TokenFile::exists) {
@@ -352,6 +353,16 @@ pub async fn connect(
     }
 }
 
+/// A failed handshake's `WWW-Authenticate` challenge when the server asked for a
+/// sign-in (empty when it gave none).
+fn err_sign_in<T>(served: &Result<T, rmcp::service::ClientInitializeError>) -> Option<String> {
+    let err = served.as_ref().err()?;
+    match err.auth_challenge() {
+        Some(challenge) => Some(challenge.to_owned()),
+        None => err.is_authorization_required().then(String::new),
+    }
+}
+
 fn with_tail(reason: String, stderr: &StderrTail) -> String {
     format!("{reason}{}", stderr.suffix())
 }
@@ -377,8 +388,8 @@ pub(super) fn http_client() -> Result<reqwest::Client, String> {
 impl Connection {
     /// A request's failure as its message; a refused sign-in also marks the connection
     /// signed out.
-    fn failed(&self, request: &str, err: &(dyn std::error::Error + 'static)) -> String {
-        if oauth::challenge_of(err).is_some() {
+    fn failed(&self, request: &str, err: &rmcp::ServiceError) -> String {
+        if err.is_authorization_required() || err.auth_challenge().is_some() {
             self.signed_out.send_replace(true);
             return format!(
                 "{request} failed: the server no longer accepts the sign-in (sign in again with mcp_login)"

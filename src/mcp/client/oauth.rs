@@ -424,21 +424,3 @@ pub async fn revoke(url: &str, held: Vec<String>, http: &reqwest::Client) {
         }
     }
 }
-
-/// Whether `error` (or what caused it) is a server asking for a sign-in: its
-/// `WWW-Authenticate` challenge, when so.
-pub fn challenge_of(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if let Some(required) =
-            error.downcast_ref::<rmcp::transport::streamable_http_client::AuthRequiredError>()
-        {
-            return Some(required.www_authenticate_header.clone());
-        }
-        if let Some(AuthError::AuthorizationRequired) = error.downcast_ref::<AuthError>() {
-            return Some(String::new());
-        }
-        current = error.source();
-    }
-    None
-}
