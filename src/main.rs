@@ -77,6 +77,8 @@ enum Command {
     Schema(SchemaArgs),
     /// List the saved sessions (newest first, this directory's first), or remove one.
     Sessions(SessionsArgs),
+    /// Sign in to a remote MCP server that needs it, or forget its sign-in.
+    Mcp(McpArgs),
     /// Speak the Agent Client Protocol (ACP v1, JSON-RPC on stdin/stdout) for editors.
     ///
     /// Sessions run in the jucode daemon (started if none runs), so another client can
@@ -122,6 +124,27 @@ struct SessionsArgs {
     remote_program: String,
     #[command(subcommand)]
     action: Option<SessionsAction>,
+}
+
+#[derive(clap::Args)]
+struct McpArgs {
+    #[command(subcommand)]
+    action: McpAction,
+}
+
+#[derive(Subcommand)]
+enum McpAction {
+    /// Sign in to `[mcp_servers.NAME]` (OAuth): prints the address to open, opens a
+    /// browser where it can, and waits for it to come back. Every session of the
+    /// profile then connects with the sign-in.
+    Login {
+        name: String,
+        /// Only print the address; do not try to open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the sign-in of `[mcp_servers.NAME]` (revoked where the server offers it).
+    Logout { name: String },
 }
 
 #[derive(Subcommand)]
@@ -216,6 +239,10 @@ fn main() -> ExitCode {
         Some(Command::Acp(args)) => {
             init_logging(cli.log_file.as_deref(), "warn");
             acp(args)
+        }
+        Some(Command::Mcp(args)) => {
+            init_logging(cli.log_file.as_deref(), "warn");
+            mcp(args)
         }
         None if cli.headless.headless => {
             init_logging(cli.log_file.as_deref(), "warn");
@@ -540,6 +567,68 @@ fn daemon(args: DaemonArgs, log_file: Option<PathBuf>) -> u8 {
 
 /// The profile, refused (exit 2, as a session that cannot start) when someone else
 /// could have written it (`Profile::check_private`).
+/// `jucode mcp login|logout NAME`.
+fn mcp(args: McpArgs) -> u8 {
+    let profile = match checked_profile() {
+        Ok(profile) => profile,
+        Err(code) => return code,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&format!("cannot start: {err}")),
+    };
+    let config_path = profile.config_path();
+    match args.action {
+        McpAction::Login { name, no_browser } => {
+            let done = runtime.block_on(jucode::mcp::login(&config_path, &name, |url| {
+                println!("Open this address to sign in to {name}:\n{url}");
+                if !no_browser {
+                    open_browser(url);
+                }
+            }));
+            match done {
+                Ok(()) => {
+                    println!("signed in to {name}");
+                    0
+                }
+                Err(message) => fail(&message),
+            }
+        }
+        McpAction::Logout { name } => {
+            match runtime.block_on(jucode::mcp::logout(&config_path, &name)) {
+                Ok(true) => {
+                    println!("signed out of {name}");
+                    0
+                }
+                Ok(false) => {
+                    println!("{name} had no sign-in");
+                    0
+                }
+                Err(message) => fail(&message),
+            }
+        }
+    }
+}
+
+/// Opens `url` in the desktop's browser where there is one; nothing happens otherwise
+/// (the address is printed either way).
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let _ = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
 fn checked_profile() -> Result<Profile, u8> {
     let profile = Profile::resolve().map_err(|message| fail(&message))?;
     profile.check_private().map_err(|message| {

@@ -259,3 +259,49 @@ fn a_sign_in_in_one_daemon_session_connects_the_others() {
     second.wait_server("tracker", "connected");
     assert_eq!(auth.seen().registrations.len(), 1);
 }
+
+#[test]
+fn jucode_mcp_login_signs_in_from_the_command_line() {
+    use std::io::BufRead;
+    let model = MockModel::start();
+    let auth = Protected::start();
+    let home = home_with(&model, &auth);
+    let mut login = std::process::Command::new(env!("CARGO_BIN_EXE_jucode"))
+        .args(["mcp", "login", "tracker", "--no-browser"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("JUCODE_HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(login.stdout.take().unwrap());
+    let mut address = String::new();
+    while !address.starts_with("http://") {
+        address.clear();
+        assert!(
+            out.read_line(&mut address).unwrap() > 0,
+            "no address printed"
+        );
+    }
+    let (_, location) = browse(address.trim());
+    assert_eq!(browse(&location.unwrap()).0, 200);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(login.wait().unwrap().success());
+    assert!(rest.contains("signed in to tracker"), "{rest}");
+
+    let mut serve = Serve::start(&home);
+    serve.skip_startup();
+    serve.until_server("tracker", "connected");
+    drop(serve);
+
+    let logout = home.jucode(&["mcp", "logout", "tracker"]);
+    assert!(logout.status.success());
+    assert!(String::from_utf8_lossy(&logout.stdout).contains("signed out of tracker"));
+    assert!(!auth.seen().revoked.is_empty());
+    let unknown = home.jucode(&["mcp", "login", "nowhere"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no MCP server nowhere"));
+}
