@@ -471,7 +471,7 @@ impl McpServers for McpManager {
         let inner = self.inner.clone();
         let name = name.to_owned();
         async move {
-            inner.lock().known(&name)?;
+            let url = inner.lock().known(&name)?.config.url.clone();
             inner.lock().editable(&name)?;
             persist(&inner, {
                 let name = name.clone();
@@ -482,6 +482,16 @@ impl McpServers for McpManager {
                 state.stop(&name);
                 state.servers.remove(&name);
             });
+            // A removed server's sign-in goes with it.
+            if let Some(url) = url {
+                let tokens =
+                    oauth::TokenFile::new(oauth::token_path(&inner.profile_dir(), &name, &url));
+                if let Ok(Ok(held)) = tokio::task::spawn_blocking(move || tokens.remove()).await
+                    && let Ok(http) = client::http_client()
+                {
+                    oauth::revoke(&url, held, &http).await;
+                }
+            }
             Ok(())
         }
         .boxed()

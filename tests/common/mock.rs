@@ -155,6 +155,8 @@ struct State {
     replies: VecDeque<Reply>,
     /// Replies for requests whose system prompt contains the marker.
     routes: Vec<(String, VecDeque<Reply>)>,
+    /// Replies for every request whose last message contains the marker.
+    standing: Vec<(String, fn() -> Reply)>,
     requests: Vec<Recorded>,
     /// Requests that found no scripted reply.
     unscripted: Vec<String>,
@@ -179,6 +181,7 @@ impl MockModel {
             Mutex::new(State {
                 replies: VecDeque::new(),
                 routes: Vec::new(),
+                standing: Vec::new(),
                 requests: Vec::new(),
                 unscripted: Vec::new(),
                 reply_ends: Vec::new(),
@@ -206,6 +209,18 @@ impl MockModel {
 
     pub fn push(&self, reply: Reply) {
         self.shared.0.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// A reply made by `make` for every request whose last message contains `marker`,
+    /// however many come (an agent's side requests, a title, which it makes when it
+    /// likes); never asserted on, before any other script.
+    pub fn answer_every(&self, marker: &str, make: fn() -> Reply) {
+        self.shared
+            .0
+            .lock()
+            .unwrap()
+            .standing
+            .push((marker.to_owned(), make));
     }
 
     /// A reply for the next request whose system prompt contains `marker` (or, when no
@@ -404,11 +419,18 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
                 .filter(|&index| last.contains(state.routes[index].0.as_str()))
                 .collect();
         }
-        let reply = match routed.as_slice() {
-            [] => state.replies.pop_front(),
-            [index] => state.routes[*index].1.pop_front(),
+        let last = last_message_of(&body);
+        let standing = state
+            .standing
+            .iter()
+            .find(|(marker, _)| last.contains(marker.as_str()))
+            .map(|(_, make)| make());
+        let reply = match (standing, routed.as_slice()) {
+            (Some(reply), _) => Some(reply),
+            (None, []) => state.replies.pop_front(),
+            (None, [index]) => state.routes[*index].1.pop_front(),
             // Two markers in one prompt: the script is ambiguous, a test bug.
-            _ => None,
+            (None, _) => None,
         };
         if reply.is_none() {
             let last = body["messages"]

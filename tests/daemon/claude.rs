@@ -429,12 +429,9 @@ fn hosting_acp(program: &Path) -> Hosting {
 }
 
 /// The SDK asks the model for a session title on the side, as often as it likes (a
-/// title is made again as the conversation grows): each is answered, and what is left
-/// over is dropped at the end of the test.
+/// title is made again as the conversation grows, even after the test's last turn).
 fn answer_titles(model: &MockModel) {
-    for _ in 0..16 {
-        model.push_for("Write the title", said("A title"));
-    }
+    model.answer_every("Write the title", || said("A title"));
 }
 
 #[test]
@@ -505,7 +502,6 @@ fn claude_agent_acp_is_hosted_as_an_acp_agent() {
         std::fs::read_to_string(fx.work.path().join("allowed.txt")).unwrap(),
         "yes\n"
     );
-    fx.model.forget_unused();
 }
 
 #[test]
@@ -561,7 +557,6 @@ fn claude_agent_acp_resumes_its_conversation_after_the_daemon_restarts() {
         .find(|body| body.contains("which word?") && !body.contains("Write the title"))
         .expect("the question reached the model");
     assert!(last.contains("teapot"), "{last}");
-    fx.model.forget_unused();
 }
 
 #[test]
@@ -705,5 +700,4 @@ fn claude_agent_acp_is_interrupted_and_the_queue_goes_next() {
         joined(&next, "assistant_delta").starts_with("Second answer"),
         "{next:?}"
     );
-    fx.model.forget_unused();
 }

@@ -229,6 +229,13 @@ fn signing_out_forgets_and_revokes_the_tokens() {
             && revoked.iter().any(|token| token.starts_with("refresh-")),
         "{revoked:?}"
     );
+    // Removing a signed-in server forgets its sign-in too.
+    sign_in(&mut serve);
+    serve.wait_server("tracker", "connected");
+    assert_eq!(std::fs::read_dir(tokens_dir(&home)).unwrap().count(), 1);
+    serve.send(json!({"op": "mcp_remove", "name": "tracker"}));
+    serve.until("mcp_servers");
+    assert_eq!(std::fs::read_dir(tokens_dir(&home)).unwrap().count(), 0);
     // A stdio server has no sign-in: a clear error.
     serve.send(json!({"op": "mcp_login", "name": "nowhere"}));
     let error = serve.until("error");
