@@ -201,3 +201,69 @@ fn the_reference_server_everything_works_over_streamable_http() {
     assert_eq!(output["output"], "Echo: over http");
     assert_eq!(output["is_error"], false);
 }
+
+#[test]
+fn the_reference_servers_elicitation_is_answered_with_its_defaults_and_declined() {
+    let package = match everything() {
+        Ok(package) => package,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let index = package.join("dist/index.js");
+    let model = MockModel::start();
+    let home = Home::new();
+    home.mock_config_in_mode(&model.base_url(), "full-access");
+    home.append_config(&format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\ntimeout_ms = 60000\n",
+        index.display().to_string()
+    ));
+    let mut serve = Serve::start(&home);
+    serve.skip_startup();
+    let everything = serve.wait_server("everything", "connected");
+    let tool = "mcp__everything__trigger-elicitation-request";
+    assert!(
+        everything["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(tool)),
+        "the server offers its elicitation tool only to a client that declares elicitation: {everything}"
+    );
+    for (call, action) in [("call_1", "accept"), ("call_2", "decline")] {
+        model.push(tool_reply(call, tool, json!({})));
+        model.push(text_reply(&["ok"]));
+        serve.user("ask me");
+        let request = serve.until("elicitation_request").pop().unwrap();
+        assert_eq!(request["server"], "everything");
+        assert_eq!(
+            request["schema"]["properties"]["integer"]["default"], 42,
+            "{request}"
+        );
+        let id = request["id"].as_str().unwrap().to_owned();
+        let answer = if action == "accept" {
+            json!({"op": "elicitation_response", "id": id, "action": "accept", "content": {"name": "Ada"}})
+        } else {
+            json!({"op": "elicitation_response", "id": id, "action": "decline"})
+        };
+        serve.send(answer);
+        let events = serve.until_ready();
+        let output = events
+            .iter()
+            .find(|e| e["type"] == "tool_output")
+            .and_then(|e| e["output"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        if action == "accept" {
+            // The server's own report of what came back: the name, and the defaults.
+            assert!(output.contains("- Name: Ada"), "{output}");
+            assert!(output.contains("- Favorite Integer: 42"), "{output}");
+            assert!(
+                output.contains("It was a dark and stormy night."),
+                "{output}"
+            );
+        } else {
+            assert!(output.contains("declined"), "{output}");
+        }
+    }
+}
