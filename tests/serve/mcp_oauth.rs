@@ -265,6 +265,13 @@ fn a_sign_in_in_one_daemon_session_connects_the_others() {
     first.wait_server("tracker", "connected");
     second.wait_server("tracker", "connected");
     assert_eq!(auth.seen().registrations.len(), 1);
+    no_token_in(&first.seen, &auth);
+    no_token_in(&second.seen, &auth);
+    // Nor in the daemon's log.
+    let log = std::fs::read_to_string(home.path().join("logs/daemon.log")).unwrap_or_default();
+    for token in auth.issued() {
+        assert!(!log.contains(&token), "a token in the daemon's log");
+    }
 }
 
 #[test]
