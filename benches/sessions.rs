@@ -319,6 +319,78 @@ fn turn_end(in_process: bool) {
     serve.quit();
 }
 
+/// 10,000 saved sessions in 20 projects: listing them in process (the first time, which
+/// builds the cache, and again), with `jucode sessions`, and with the daemon's
+/// `sessions` op.
+fn many_saved() {
+    let home = Home::new();
+    let count = 10_000;
+    for n in 0..count {
+        let cwd = format!("/work/project-{}", n % 20);
+        let dir = home.path().join("sessions").join(cwd.replace('/', "-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = format!("01a00000-0000-7000-8000-{n:012}");
+        let text = format!("{}\n{}\n",
+            json!({"id":"e1","parent":null,"at":1,"tokens":0,"kind":"session","format":1,"session":id,"cwd":cwd,"model":"bench/m","created":n,"chat":false}),
+            json!({"id":"e2","parent":"e1","at":2,"tokens":5,"kind":"user","content":format!("fix issue {n} in the parser"),"text":format!("fix issue {n} in the parser")}));
+        std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+    }
+    let index = home.path().join("sessions/index.json");
+    let started = Instant::now();
+    let listed = jucode::sessions::list(home.path(), None).unwrap();
+    let cold = started.elapsed();
+    assert_eq!(listed.len(), count);
+    let mut warm = Vec::new();
+    for _ in 0..10 {
+        let started = Instant::now();
+        std::hint::black_box(jucode::sessions::list(home.path(), None).unwrap());
+        warm.push(started.elapsed());
+    }
+    let mut cli = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let output = home.command(&["sessions"]).output().unwrap();
+        cli.push(started.elapsed());
+        assert!(output.status.success());
+    }
+    let mut uncached = Vec::new();
+    for _ in 0..3 {
+        std::fs::remove_file(&index).unwrap();
+        let started = Instant::now();
+        std::hint::black_box(jucode::sessions::list(home.path(), None).unwrap());
+        uncached.push(started.elapsed());
+    }
+    let (mut daemon, _) = Serve::start(&home, false);
+    daemon.until("\"type\":\"status\"");
+    let (mut stream, mut reader) = HomeRef(home.path().to_owned()).raw();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let mut op = Vec::new();
+    for _ in 0..10 {
+        let started = Instant::now();
+        writeln!(stream, "{}", json!({"op": "sessions"})).unwrap();
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            if line.contains("\"type\":\"sessions\"") {
+                break;
+            }
+        }
+        op.push(started.elapsed());
+    }
+    println!(
+        "{count} saved sessions: list in process p50 {} (without the cache {}; the first, building it, {}); `jucode sessions` p50 {} (process start included); daemon `sessions` op p50 {} ({} KiB answer)",
+        ms(percentile(&mut warm, 0.5)),
+        ms(percentile(&mut uncached, 0.5)),
+        ms(cold),
+        ms(percentile(&mut cli, 0.5)),
+        ms(percentile(&mut op, 0.5)),
+        line.len() / 1024
+    );
+    daemon.quit();
+    let _ = home.command(&["daemon", "stop"]).output();
+}
+
 fn main() {
     println!("jucode sessions benchmark ({BIN})");
     // `cargo bench --bench sessions -- <word>` runs the measures whose name has it.
@@ -344,5 +416,8 @@ fn main() {
     }
     if run("turn_cost") {
         turn_cost_growth();
+    }
+    if run("many_saved") {
+        many_saved();
     }
 }

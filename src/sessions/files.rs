@@ -238,6 +238,7 @@ pub fn list(profile_dir: &Path, cwd: Option<&Path>) -> Result<Vec<SavedSession>,
             path.display()
         )
     };
+    let mut listing = super::index::Listing::open(&root);
     for dir in fs::read_dir(&root).map_err(|err| unreadable(&root, err))? {
         let dir = dir.map_err(|err| unreadable(&root, err))?;
         let path = dir.path();
@@ -257,10 +258,11 @@ pub fn list(profile_dir: &Path, cwd: Option<&Path>) -> Result<Vec<SavedSession>,
                 // Names jucode did not make cannot be asked for by id.
                 && valid_id(id)
             {
-                sessions.push(summary(&file, id));
+                sessions.push(listing.summary(&file, id, summary));
             }
         }
     }
+    listing.save();
     sessions.sort_by(|a, b| {
         let here = |s: &SavedSession| cwd.is_some_and(|cwd| s.cwd.as_deref() == Some(cwd));
         // Ids are UUIDv7, ordered by creation: the newer one first on a tie.
@@ -590,6 +592,46 @@ mod tests {
             "{}",
             corrupt.label
         );
+    }
+
+    #[test]
+    fn a_listing_reads_only_the_files_that_changed_since_the_last() {
+        let profile = tempfile::tempdir().unwrap();
+        let dir = project_dir(profile.path(), Path::new("/p"));
+        fs::create_dir_all(&dir).unwrap();
+        let path = |id: &str| dir.join(format!("{id}.jsonl"));
+        fs::write(path("good"), format!("{HEADER}\n{USER}\n")).unwrap();
+        fs::write(path("other"), format!("{HEADER}\n")).unwrap();
+        let first = list(profile.path(), None).unwrap();
+        let index = sessions_dir(profile.path()).join("index.json");
+        assert!(index.is_file(), "the listing cached what it read");
+        // What the cache says is what the files say.
+        assert_eq!(list(profile.path(), None).unwrap(), first);
+
+        // A file that grew is read again; one removed leaves the cache.
+        let more = USER.replace("e2", "e3").replace("hello there", "more");
+        let mut grown = fs::OpenOptions::new().append(true).open(path("other")).unwrap();
+        writeln!(grown, "{}", USER.replace("hello there", "a new first message")).unwrap();
+        writeln!(grown, "{more}").unwrap();
+        drop(grown);
+        fs::remove_file(path("good")).unwrap();
+        let listed = list(profile.path(), None).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].label, "a new first message");
+        let cached = fs::read_to_string(&index).unwrap();
+        assert!(!cached.contains("good.jsonl"), "{cached}");
+
+        // A cache that cannot be read is rebuilt, never believed.
+        fs::write(&index, "{not json").unwrap();
+        assert_eq!(list(profile.path(), None).unwrap(), listed);
+        assert!(fs::read_to_string(&index).unwrap().contains("other.jsonl"));
+        // Nor is one that lies about a file whose stamp it does not match.
+        fs::write(
+            &index,
+            r#"{"version":1,"entries":{"-p/other.jsonl":{"len":1,"modified_ns":1,"cwd":"/x","chat":true,"engine":null,"label":"lie","created":0,"updated":0}}}"#,
+        )
+        .unwrap();
+        assert_eq!(list(profile.path(), None).unwrap(), listed);
     }
 
     #[cfg(unix)]

@@ -5,10 +5,12 @@
 //! - `format`: the file's lines (the only place that knows their field names, with
 //!   `trace_lines` for those of subagents, the step list and the goal).
 //! - `files`: where files live, the per-session lock, reading, listing, removing.
+//! - `index`: the listing's cache of each file's head (`sessions/index.json`).
 //! - `writer`: the [`Journal`](crate::engine::conversation::store::Journal) that appends entries.
 
 mod files;
 mod format;
+mod index;
 #[cfg(test)]
 mod properties;
 mod trace_lines;
