@@ -360,8 +360,8 @@ fn many_saved() {
         std::hint::black_box(jucode::sessions::list(home.path(), None).unwrap());
         uncached.push(started.elapsed());
     }
-    let (mut daemon, _) = Serve::start(&home, false);
-    daemon.until("\"type\":\"status\"");
+    let started = home.command(&["daemon", "start"]).output().unwrap();
+    assert!(started.status.success(), "{started:?}");
     let (mut stream, mut reader) = HomeRef(home.path().to_owned()).raw();
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
@@ -387,7 +387,6 @@ fn many_saved() {
         ms(percentile(&mut op, 0.5)),
         line.len() / 1024
     );
-    daemon.quit();
     let _ = home.command(&["daemon", "stop"]).output();
 }
 
