@@ -330,9 +330,11 @@ fn many_saved() {
         let dir = home.path().join("sessions").join(cwd.replace('/', "-"));
         std::fs::create_dir_all(&dir).unwrap();
         let id = format!("01a00000-0000-7000-8000-{n:012}");
-        let text = format!("{}\n{}\n",
+        let text = format!(
+            "{}\n{}\n",
             json!({"id":"e1","parent":null,"at":1,"tokens":0,"kind":"session","format":1,"session":id,"cwd":cwd,"model":"bench/m","created":n,"chat":false}),
-            json!({"id":"e2","parent":"e1","at":2,"tokens":5,"kind":"user","content":format!("fix issue {n} in the parser"),"text":format!("fix issue {n} in the parser")}));
+            json!({"id":"e2","parent":"e1","at":2,"tokens":5,"kind":"user","content":format!("fix issue {n} in the parser"),"text":format!("fix issue {n} in the parser")})
+        );
         std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
     }
     let index = home.path().join("sessions/index.json");

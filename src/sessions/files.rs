@@ -610,8 +610,16 @@ mod tests {
 
         // A file that grew is read again; one removed leaves the cache.
         let more = USER.replace("e2", "e3").replace("hello there", "more");
-        let mut grown = fs::OpenOptions::new().append(true).open(path("other")).unwrap();
-        writeln!(grown, "{}", USER.replace("hello there", "a new first message")).unwrap();
+        let mut grown = fs::OpenOptions::new()
+            .append(true)
+            .open(path("other"))
+            .unwrap();
+        writeln!(
+            grown,
+            "{}",
+            USER.replace("hello there", "a new first message")
+        )
+        .unwrap();
         writeln!(grown, "{more}").unwrap();
         drop(grown);
         fs::remove_file(path("good")).unwrap();

@@ -139,9 +139,7 @@ impl Listing {
         let Ok(bytes) = serde_json::to_vec(&self.index) else {
             return;
         };
-        let temporary = self
-            .root
-            .join(format!("{FILE}.{}.tmp", std::process::id()));
+        let temporary = self.root.join(format!("{FILE}.{}.tmp", std::process::id()));
         let written = crate::config::private::own_file_options()
             .write(true)
             .create(true)
