@@ -82,7 +82,7 @@ impl Listing {
         };
         let stamp = fs::symlink_metadata(path).ok().and_then(|meta| {
             let modified = meta.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
-            meta.is_file().then(|| (meta.len(), modified.as_nanos()))
+            meta.is_file().then_some((meta.len(), modified.as_nanos()))
         });
         self.seen.insert(key.clone());
         if let (Some((len, modified_ns)), Some(cached)) = (stamp, self.index.entries.get(&key))
