@@ -701,3 +701,51 @@ fn claude_agent_acp_is_interrupted_and_the_queue_goes_next() {
         "{next:?}"
     );
 }
+
+#[test]
+fn a_killed_daemon_leaves_no_claude_code_behind() {
+    let program = claude_or_skip!();
+    let fx = hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    let mut serve = fx.open();
+    serve.until("status");
+    // Only this test's Claude Code has the mock's address in its environment.
+    let marker = format!(
+        "ANTHROPIC_BASE_URL={}",
+        fx.model.base_url().trim_end_matches("/v1")
+    );
+    let running = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|entry| {
+                        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                        let environ = std::fs::read(entry.path().join("environ")).ok()?;
+                        environ
+                            .split(|&byte| byte == 0)
+                            .any(|pair| pair == marker.as_bytes())
+                            .then_some(pid)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(!running().is_empty(), "Claude Code runs");
+    let pid = fx.home.daemon_status().unwrap()["pid"].as_u64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Its stdin was the daemon's: it ends when the daemon does, however it died.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !running().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Claude Code outlived the daemon: {:?}",
+            running()
+        );
+        std::thread::yield_now();
+    }
+}
