@@ -194,8 +194,8 @@ fn failed(method: &str, err: CallError) -> Failure {
 }
 
 /// A request made while the agent may be talking: what it sends meanwhile (a loaded
-/// conversation's replay, which the session file already holds) is answered or
-/// dropped, so a long replay can never fill the channel the answer comes behind.
+/// conversation's replay, which the session file already holds) is dropped, except the
+/// commands it announces as it opens a session, which are what the session offers.
 async fn call_draining(
     rpc: &Rpc,
     incoming: &mut mpsc::Receiver<Incoming>,
@@ -203,29 +203,14 @@ async fn call_draining(
     method: &str,
     params: Value,
 ) -> Result<Value, CallError> {
-    let answer = rpc.call(method, params);
-    tokio::pin!(answer);
-    loop {
-        tokio::select! {
-            result = &mut answer => return result,
-            message = incoming.recv() => match message {
-                Some(Incoming::Request { id, method, .. }) => {
-                    rpc.respond_error(&id, unsupported(&method)).await;
-                }
-                // The commands an agent announces as it opens a session are not
-                // replay: they are what the session offers.
-                Some(Incoming::Notification { params, .. }) => {
-                    let update = params.get("update").unwrap_or(&Value::Null);
-                    if update.get("sessionUpdate").and_then(Value::as_str)
-                        == Some("available_commands_update")
-                    {
-                        *commands = Some(commands_of(update));
-                    }
-                }
-                None => return answer.await,
-            },
+    rpc.call_draining(incoming, method, params, |_, params| {
+        let update = params.get("update").unwrap_or(&Value::Null);
+        if update.get("sessionUpdate").and_then(Value::as_str) == Some("available_commands_update")
+        {
+            *commands = Some(commands_of(update));
         }
-    }
+    })
+    .await
 }
 
 fn unsupported(method: &str) -> RpcError {

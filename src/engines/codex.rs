@@ -350,30 +350,17 @@ fn failed(method: &str, err: CallError) -> Failure {
 }
 
 /// A request made before the thread is up: what Codex says meanwhile (warnings about
-/// its setup, the thread's own notices) is not yet the session's, and a request it
-/// makes is refused.
+/// its setup, the thread's own notices) is not yet the session's, only the log's.
 async fn call_draining(
     rpc: &Rpc,
     incoming: &mut mpsc::Receiver<Incoming>,
     method: &str,
     params: Value,
 ) -> Result<Value, CallError> {
-    let answer = rpc.call(method, params);
-    tokio::pin!(answer);
-    loop {
-        tokio::select! {
-            result = &mut answer => return result,
-            message = incoming.recv() => match message {
-                Some(Incoming::Request { id, method, .. }) => {
-                    rpc.respond_error(&id, RpcError::method_not_found(&method)).await;
-                }
-                Some(Incoming::Notification { method, params }) => {
-                    tracing::debug!(%method, %params, "Codex said while starting");
-                }
-                None => return answer.await,
-            },
-        }
-    }
+    rpc.call_draining(incoming, method, params, |method, params| {
+        tracing::debug!(%method, %params, "Codex said while starting");
+    })
+    .await
 }
 
 /// What a permission request was, for the answer's shape.

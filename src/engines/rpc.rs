@@ -102,6 +102,33 @@ impl Rpc {
         rx
     }
 
+    /// A request made while the agent is starting and nobody else reads `incoming`:
+    /// what the agent sends meanwhile is handled here, so it can never fill the channel
+    /// the answer comes behind. Its requests are refused (nothing is served yet); its
+    /// notifications go to `notified`.
+    pub async fn call_draining(
+        &self,
+        incoming: &mut mpsc::Receiver<Incoming>,
+        method: &str,
+        params: Value,
+        mut notified: impl FnMut(&str, &Value),
+    ) -> Result<Value, CallError> {
+        let answer = self.call(method, params);
+        tokio::pin!(answer);
+        loop {
+            tokio::select! {
+                result = &mut answer => return result,
+                message = incoming.recv() => match message {
+                    Some(Incoming::Request { id, method, .. }) => {
+                        self.respond_error(&id, RpcError::method_not_found(&method)).await;
+                    }
+                    Some(Incoming::Notification { method, params }) => notified(&method, &params),
+                    None => return answer.await,
+                },
+            }
+        }
+    }
+
     pub async fn notify(&self, method: &str, params: Value) {
         let _ = self.out.send(jsonrpc::notification(method, &params)).await;
     }

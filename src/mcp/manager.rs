@@ -23,7 +23,7 @@ use super::naming;
 use super::task::run_server;
 use super::tool::McpTool;
 use crate::config::mcp::{self as config, DEFAULT_TIMEOUT_MS};
-use crate::engine::ports::mcp::{Elicitation, SIGN_IN_FAILED};
+use crate::engine::ports::mcp::{Elicitation, SignInFailure};
 use crate::engine::{McpServers, PromptArgument, PromptCommand, Tool, ToolSource, ToolSpec};
 use crate::protocol::{McpServerConfig, McpServerView, McpState, McpTransport};
 
@@ -65,6 +65,8 @@ struct State {
     tools: BTreeMap<String, Arc<McpTool>>,
     /// Each server's exposed tool names, in its own order.
     names: BTreeMap<String, Vec<String>>,
+    /// Sign-ins that failed, not yet taken by the session.
+    sign_in_failures: Vec<SignInFailure>,
 }
 
 struct Server {
@@ -175,8 +177,12 @@ impl Inner {
             if let Some(server) = state.servers.get_mut(name)
                 && let Status::NeedsAuth { why: shown, .. } = &mut server.status
             {
-                *shown = format!("{SIGN_IN_FAILED}: {why}");
+                *shown = format!("the sign-in failed: {why}");
             }
+            state.sign_in_failures.push(SignInFailure {
+                server: name.to_owned(),
+                why: why.to_owned(),
+            });
         });
     }
 
@@ -600,6 +606,10 @@ impl McpServers for McpManager {
             Ok(address)
         }
         .boxed()
+    }
+
+    fn take_sign_in_failures(&self) -> Vec<SignInFailure> {
+        std::mem::take(&mut self.inner.lock().sign_in_failures)
     }
 
     fn logout(&self, name: &str) -> BoxFuture<'static, Result<(), String>> {

@@ -159,3 +159,46 @@ impl Raw {
 
 /// A short bound for conditions that settle at once (used as a failure bound only).
 pub const SETTLE: Duration = Duration::from_secs(10);
+
+/// An agent CLI nobody here wrote, installed from npm by `.ci/install-agent NAME` into
+/// `target/<dir>` or named by the environment variable `var`; or why it is not there.
+pub fn npm_agent(var: &str, dir: &str, program: &str, install: &str) -> Result<PathBuf, String> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(dir)
+            .join("node_modules/.bin")
+            .join(program)
+    });
+    if !path.exists() {
+        return Err(format!(
+            "{program} is not installed at {} (run `bash .ci/install-agent {install}`, or set {var})",
+            path.display()
+        ));
+    }
+    match Command::new("node").arg("--version").output() {
+        Ok(out) if out.status.success() => Ok(path),
+        _ => Err("node is not installed".to_owned()),
+    }
+}
+
+/// Kills the home's daemon with SIGKILL, then waits (15 s at most) until `running`
+/// finds none of what it looks for: what the daemon started must not outlive it.
+pub fn kill_daemon_and_wait_gone(home: &Home, what: &str, running: impl Fn() -> Vec<u32>) {
+    assert!(!running().is_empty(), "{what} runs");
+    let pid = home.daemon_status().unwrap()["pid"].as_u64().unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !running().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} outlived the daemon: {:?}",
+            running()
+        );
+        std::thread::yield_now();
+    }
+}

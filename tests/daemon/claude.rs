@@ -10,26 +10,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::daemon::DaemonGuard;
-use crate::common::mock::{self, MockModel, Reply, Step};
+use crate::common::mock::{self, Gate, MockModel, Reply, Step};
 use crate::common::serve::{Home, Serve, joined, startup_id, types};
 
 fn claude() -> Result<PathBuf, String> {
-    let program = std::env::var_os("JUCODE_CLAUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target/claude-npm/node_modules/.bin/claude")
-        });
-    if !program.exists() {
-        return Err(format!(
-            "Claude Code is not installed at {} (run `bash .ci/install-agent claude-code`, or set JUCODE_CLAUDE)",
-            program.display()
-        ));
-    }
-    match std::process::Command::new("node").arg("--version").output() {
-        Ok(out) if out.status.success() => Ok(program),
-        _ => Err("node is not installed".to_owned()),
-    }
+    crate::common::daemon::npm_agent("JUCODE_CLAUDE", "claude-npm", "claude", "claude-code")
 }
 
 /// A daemon home whose `[engines.claude]` runs `program` against the mock model, with
@@ -113,6 +98,21 @@ fn said(text: &str) -> Reply {
         ],
         "end_turn",
     )
+}
+
+/// A reply that says `text` only once `gate` opens (it stops before the block's end).
+fn held(text: &str, gate: &Gate) -> Reply {
+    let Reply::Sse(mut steps) = said(text) else {
+        unreachable!()
+    };
+    let Some(Step::Raw(body)) = steps.pop() else {
+        unreachable!()
+    };
+    let cut = body.find("event: content_block_stop").unwrap();
+    steps.push(Step::Raw(body[..cut].to_owned()));
+    steps.push(Step::Wait(gate.clone()));
+    steps.push(Step::Raw(body[cut..].to_owned()));
+    Reply::Sse(steps)
 }
 
 fn runs(id: &str, command: &str) -> Reply {
@@ -285,19 +285,9 @@ fn a_claude_code_turn_is_interrupted_and_the_queue_goes_next() {
     let program = claude_or_skip!();
     let fx = hosting(&program);
     let _guard = DaemonGuard(&fx.home);
-    let gate = crate::common::mock::Gate::new();
+    let gate = Gate::new();
     // The first reply stops half-way until the test lets it go on.
-    let Reply::Sse(mut held) = said("Working on it") else {
-        unreachable!()
-    };
-    let Some(Step::Raw(body)) = held.pop() else {
-        unreachable!()
-    };
-    let cut = body.find("event: content_block_stop").unwrap();
-    held.push(Step::Raw(body[..cut].to_owned()));
-    held.push(Step::Wait(gate.clone()));
-    held.push(Step::Raw(body[cut..].to_owned()));
-    fx.model.push(Reply::Sse(held));
+    fx.model.push(held("Working on it", &gate));
     fx.model.push(said("Second answer"));
 
     let mut serve = fx.open();
@@ -385,22 +375,12 @@ fn allowed_always_becomes_a_claude_code_permission_rule() {
 /// `@agentclientprotocol/claude-agent-acp` (an ACP agent on the Claude Agent SDK, which
 /// nobody here wrote), installed by `.ci/run` or named by `JUCODE_CLAUDE_ACP`.
 fn claude_acp() -> Result<PathBuf, String> {
-    let program = std::env::var_os("JUCODE_CLAUDE_ACP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target/claude-agent-acp-npm/node_modules/.bin/claude-agent-acp")
-        });
-    if !program.exists() {
-        return Err(format!(
-            "claude-agent-acp is not installed at {} (run `bash .ci/install-agent claude-agent-acp`, or set JUCODE_CLAUDE_ACP)",
-            program.display()
-        ));
-    }
-    match std::process::Command::new("node").arg("--version").output() {
-        Ok(out) if out.status.success() => Ok(program),
-        _ => Err("node is not installed".to_owned()),
-    }
+    crate::common::daemon::npm_agent(
+        "JUCODE_CLAUDE_ACP",
+        "claude-agent-acp-npm",
+        "claude-agent-acp",
+        "claude-agent-acp",
+    )
 }
 
 /// A daemon home whose `[engines.claude-acp]` runs claude-agent-acp as an ACP agent,
@@ -604,18 +584,8 @@ fn a_message_a_claude_code_turn_ends_without_reading_runs_next_once() {
     let program = claude_or_skip!();
     let fx = hosting(&program);
     let _guard = DaemonGuard(&fx.home);
-    let gate = crate::common::mock::Gate::new();
-    let Reply::Sse(mut held) = said("Working on it") else {
-        unreachable!()
-    };
-    let Some(Step::Raw(body)) = held.pop() else {
-        unreachable!()
-    };
-    let cut = body.find("event: content_block_stop").unwrap();
-    held.push(Step::Raw(body[..cut].to_owned()));
-    held.push(Step::Wait(gate.clone()));
-    held.push(Step::Raw(body[cut..].to_owned()));
-    fx.model.push(Reply::Sse(held));
+    let gate = Gate::new();
+    fx.model.push(held("Working on it", &gate));
     fx.model.push(said("Second answer"));
 
     let mut serve = fx.open();
@@ -667,18 +637,8 @@ fn claude_agent_acp_is_interrupted_and_the_queue_goes_next() {
     let fx = hosting_acp(&program);
     let _guard = DaemonGuard(&fx.home);
     answer_titles(&fx.model);
-    let gate = crate::common::mock::Gate::new();
-    let Reply::Sse(mut held) = said("Working on it") else {
-        unreachable!()
-    };
-    let Some(Step::Raw(body)) = held.pop() else {
-        unreachable!()
-    };
-    let cut = body.find("event: content_block_stop").unwrap();
-    held.push(Step::Raw(body[..cut].to_owned()));
-    held.push(Step::Wait(gate.clone()));
-    held.push(Step::Raw(body[cut..].to_owned()));
-    fx.model.push(Reply::Sse(held));
+    let gate = Gate::new();
+    fx.model.push(held("Working on it", &gate));
     fx.model.push(said("Second answer"));
 
     let mut serve = Serve::shim(&fx.home)
@@ -731,21 +691,6 @@ fn a_killed_daemon_leaves_no_claude_code_behind() {
             })
             .unwrap_or_default()
     };
-    assert!(!running().is_empty(), "Claude Code runs");
-    let pid = fx.home.daemon_status().unwrap()["pid"].as_u64().unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
     // Its stdin was the daemon's: it ends when the daemon does, however it died.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while !running().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Claude Code outlived the daemon: {:?}",
-            running()
-        );
-        std::thread::yield_now();
-    }
+    crate::common::daemon::kill_daemon_and_wait_gone(&fx.home, "Claude Code", running);
 }

@@ -14,22 +14,7 @@ use crate::common::mock::{self, Gate, MockModel, Reply, Step};
 use crate::common::serve::{Home, Serve, joined, startup_id, types};
 
 fn codex() -> Result<PathBuf, String> {
-    let program = std::env::var_os("JUCODE_CODEX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target/codex-npm/node_modules/.bin/codex")
-        });
-    if !program.exists() {
-        return Err(format!(
-            "Codex is not installed at {} (run `bash .ci/install-agent codex`, or set JUCODE_CODEX)",
-            program.display()
-        ));
-    }
-    match std::process::Command::new("node").arg("--version").output() {
-        Ok(out) if out.status.success() => Ok(program),
-        _ => Err("node is not installed".to_owned()),
-    }
+    crate::common::daemon::npm_agent("JUCODE_CODEX", "codex-npm", "codex", "codex")
 }
 
 macro_rules! codex_or_skip {
@@ -459,21 +444,6 @@ fn a_killed_daemon_leaves_no_codex_behind() {
     let mut serve = fx.open();
     serve.until("status");
     let marker = fx.model.base_url();
-    assert!(!processes_with(&marker).is_empty(), "Codex runs");
-    let pid = fx.home.daemon_status().unwrap()["pid"].as_u64().unwrap();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
     // Codex's stdin was the daemon's: it ends when the daemon does, however it died.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Codex outlived the daemon: {:?}",
-            processes_with(&marker)
-        );
-        std::thread::yield_now();
-    }
+    crate::common::daemon::kill_daemon_and_wait_gone(&fx.home, "Codex", || processes_with(&marker));
 }

@@ -73,9 +73,12 @@ impl PromptCommand {
     }
 }
 
-/// How a server's `error` begins when its sign-in failed: the session then also says
-/// so with an `error` event.
-pub const SIGN_IN_FAILED: &str = "the sign-in failed";
+/// A sign-in (`mcp_login`) that ended without tokens: the server, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignInFailure {
+    pub server: String,
+    pub why: String,
+}
 
 /// A session's MCP servers, as the session task manages them.
 pub trait McpServers: Send + Sync + 'static {
@@ -125,6 +128,12 @@ pub trait McpServers: Send + Sync + 'static {
     fn login(&self, name: &str) -> BoxFuture<'static, Result<String, String>> {
         let message = format!("MCP server {name} cannot be signed in to here");
         Box::pin(async move { Err(message) })
+    }
+
+    /// The sign-ins that failed since the last call (each is given out once); a change
+    /// of [`McpServers::changes`] follows each.
+    fn take_sign_in_failures(&self) -> Vec<SignInFailure> {
+        Vec::new()
     }
 
     /// `mcp_logout`: forgets the server's sign-in (revoking its tokens where offered);

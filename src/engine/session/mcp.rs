@@ -10,9 +10,7 @@ use tokio::sync::watch;
 
 use super::{Flow, Internal, Session};
 use crate::engine::commands;
-use crate::engine::ports::mcp::{
-    McpServers, PromptCommand, SIGN_IN_FAILED, parse_prompt_arguments,
-};
+use crate::engine::ports::mcp::{McpServers, PromptCommand, parse_prompt_arguments};
 use crate::protocol::{CommandInfo, Event, McpServerConfig, McpServerView, UserInput};
 
 /// The `command_list` marker of prompt commands.
@@ -87,17 +85,12 @@ impl Session {
 
     async fn announce_view(&mut self, view: Vec<McpServerView>) {
         // A sign-in that failed is an error for everyone, besides the state that says so.
-        for server in &view {
-            let before = self.mcp.view.iter().find(|old| old.name == server.name);
-            if server.state == crate::protocol::McpState::NeedsAuth
-                && let Some(error) = &server.error
-                && error.starts_with(SIGN_IN_FAILED)
-                && before.and_then(|old| old.error.as_ref()) != Some(error)
-            {
-                self.emitter
-                    .emit(Event::error(format!("MCP server {}: {error}", server.name)))
-                    .await;
-            }
+        for failure in self.params.mcp.take_sign_in_failures() {
+            let message = format!(
+                "MCP server {}: the sign-in failed: {}",
+                failure.server, failure.why
+            );
+            self.emitter.emit(Event::error(message)).await;
         }
         self.mcp.view = view.clone();
         self.emitter.emit(Event::McpServers { servers: view }).await;

@@ -386,19 +386,18 @@ pub(super) fn http_client() -> Result<reqwest::Client, String> {
 }
 
 impl Connection {
-    /// A request's failure as its message; a refused sign-in also marks the connection
-    /// signed out.
-    fn failed(&self, request: &str, err: &rmcp::ServiceError) -> String {
+    /// A request's failure as its message, after `request` ("tools/list failed: ...")
+    /// or, without one, in the server's words alone (what the model reads of a tool
+    /// call). A refused sign-in also marks the connection signed out.
+    fn failed(&self, request: Option<&str>, err: &rmcp::ServiceError) -> String {
         if err.is_authorization_required() || err.auth_challenge().is_some() {
             self.signed_out.send_replace(true);
-            return format!(
-                "{request} failed: the server no longer accepts the sign-in (sign in again with mcp_login)"
-            );
+            return "the server no longer accepts the sign-in (sign in again with mcp_login)"
+                .to_owned();
         }
-        // The requests the model makes show the server's words alone, as they always did.
         match request {
-            "tools/call" | "prompts/get" => err.to_string(),
-            _ => format!("{request} failed: {err}"),
+            Some(request) => format!("{request} failed: {err}"),
+            None => err.to_string(),
         }
     }
 
@@ -428,7 +427,7 @@ impl Connection {
             .peer
             .list_all_tools()
             .await
-            .map_err(|err| self.failed("tools/list", &err))?;
+            .map_err(|err| self.failed(Some("tools/list"), &err))?;
         Ok(tools
             .iter()
             .filter_map(|tool| serde_json::to_value(tool).ok())
@@ -459,7 +458,7 @@ impl Connection {
             .peer
             .list_all_prompts()
             .await
-            .map_err(|err| self.failed("prompts/list", &err))?;
+            .map_err(|err| self.failed(Some("prompts/list"), &err))?;
         Ok(prompts
             .iter()
             .filter_map(|prompt| serde_json::to_value(prompt).ok())
@@ -504,7 +503,7 @@ impl Connection {
             .peer
             .call_tool(params)
             .await
-            .map_err(|err| self.failed("tools/call", &err))?;
+            .map_err(|err| self.failed(None, &err))?;
         let result = serde_json::to_value(&result).map_err(|err| err.to_string())?;
         Ok(CallResult {
             content: result["content"].as_array().cloned().unwrap_or_default(),
@@ -523,7 +522,7 @@ impl Connection {
             .peer
             .get_prompt(params)
             .await
-            .map_err(|err| self.failed("prompts/get", &err))?;
+            .map_err(|err| self.failed(None, &err))?;
         let result = serde_json::to_value(&result).map_err(|err| err.to_string())?;
         Ok(result["messages"]
             .as_array()
