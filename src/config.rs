@@ -294,6 +294,9 @@ pub struct ProviderConfig {
     /// Offer an Anthropic model Claude's text editor tool in place of `edit_file` and
     /// `write_file` (default: the model table's word).
     pub text_editor: Option<bool>,
+    /// Offer an OpenAI Responses model `apply_patch` as a freeform tool in place of
+    /// `edit_file` and `write_file` (default: the model table's word: GPT-5 families).
+    pub apply_patch: Option<bool>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     /// Ask for `usage` in the last chunk (`stream_options.include_usage`). Some servers
@@ -351,6 +354,7 @@ impl ProviderConfig {
             output_price: own.output_price.or(self.output_price),
             thinking: own.thinking.or(self.thinking),
             text_editor: own.text_editor.or(self.text_editor),
+            apply_patch: own.apply_patch.or(self.apply_patch),
         }
     }
 }
@@ -368,6 +372,7 @@ pub struct ModelConfig {
     pub output_price: Option<f64>,
     pub thinking: Option<Thinking>,
     pub text_editor: Option<bool>,
+    pub apply_patch: Option<bool>,
 }
 
 /// Whether `url` can be a provider's `base_url`. Anything else is refused rather than

@@ -94,6 +94,13 @@ impl Delegation {
         }
     }
 
+    /// Whether a client serves the session's files (reads or writes them).
+    pub fn serves_files(&self) -> bool {
+        self.lock()
+            .delegate
+            .is_some_and(|(_, can)| can.read_text_file || can.write_text_file)
+    }
+
     /// The delegate for one tool call, when a client serves anything.
     pub fn for_call(&self, call_id: &str) -> Option<ToolDelegate> {
         let (client, capabilities) = self.lock().delegate?;

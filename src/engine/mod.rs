@@ -20,9 +20,9 @@ pub use builtin::session_builtin_specs;
 pub use emitter::{EVENT_QUEUE, Outbound, Output};
 pub use ports::mcp::{McpServers, PromptArgument, PromptCommand};
 pub use ports::model::{
-    ChatRequest, FinishReason, ImageData, Message, ModelCatalog, ModelClient, ModelError,
-    ModelEvent, ModelInfo, ModelStream, ProviderItem, ProviderItems, ResolvedModel, Retry,
-    RetryPolicy, ToolCall, ToolSpec,
+    ChatRequest, FinishReason, FreeformTool, ImageData, Message, ModelCatalog, ModelClient,
+    ModelError, ModelEvent, ModelInfo, ModelStream, ProviderItem, ProviderItems, ResolvedModel,
+    Retry, RetryPolicy, ToolCall, ToolSpec,
 };
 pub use ports::project::{
     CustomCommand, HookEvent, HookRun, NoProject, Project, TrustChange, TrustDecision,

@@ -224,8 +224,9 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
     // Claude's own edit tool, where the model takes it and jucode's edit tools are offered
     // (not in a chat session, say).
     let offered = |name: &str| request.tools.iter().any(|tool| tool.name == name);
-    let editor = shape.text_editor && offered(EDIT_FILE) && offered(WRITE_FILE);
-    let mut messages = conversation(request, editor);
+    let editor = (shape.text_editor && offered(EDIT_FILE) && offered(WRITE_FILE))
+        .then(|| TextEditor::of(&request.model));
+    let mut messages = conversation(request, editor.as_ref());
     // The API wants a tool loop that runs with thinking on to have begun with a
     // thinking block; one that began without (on another model, before a restart)
     // finishes without thinking.
@@ -261,7 +262,9 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
         let mut tools: Vec<Value> = request
             .tools
             .iter()
-            .filter(|tool| !(editor && [EDIT_FILE, WRITE_FILE].contains(&tool.name.as_str())))
+            .filter(|tool| {
+                !(editor.is_some() && [EDIT_FILE, WRITE_FILE].contains(&tool.name.as_str()))
+            })
             .map(|tool| {
                 json!({
                     "name": tool.name,
@@ -270,8 +273,8 @@ pub(crate) fn request_body(request: &ChatRequest, shape: &Shape) -> Value {
                 })
             })
             .collect();
-        if editor {
-            tools.push(json!({"type": TEXT_EDITOR_TYPE, "name": TEXT_EDITOR}));
+        if let Some(editor) = &editor {
+            tools.push(json!({"type": editor.kind, "name": editor.name}));
         }
         if cache && let Some(last) = tools.last_mut() {
             last["cache_control"] = breakpoint();
@@ -339,7 +342,7 @@ fn thinking_budget(effort: &str, max_tokens: u64) -> Option<u64> {
 /// The conversation as Messages wants it: alternating `user` and `assistant` turns of
 /// content blocks. Tool results are user content, so a run of them (and a user message
 /// after them) merges into one user turn, as the API requires.
-fn conversation(request: &ChatRequest, editor: bool) -> Vec<Value> {
+fn conversation(request: &ChatRequest, editor: Option<&TextEditor>) -> Vec<Value> {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in request.messages() {
         let (role, blocks) = match message {
@@ -383,10 +386,9 @@ fn conversation(request: &ChatRequest, editor: bool) -> Vec<Value> {
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| json!({}));
-                    let (name, input) = if editor {
-                        as_editor_call(&call.name, input)
-                    } else {
-                        (call.name.clone(), input)
+                    let (name, input) = match editor {
+                        Some(editor) => editor.call(&call.name, input),
+                        None => (call.name.clone(), input),
                     };
                     blocks.push(json!({"type": "tool_use", "id": wire_id(&call.id), "name": name, "input": input}));
                     blocks.extend(kept(position + 1));
@@ -790,7 +792,7 @@ fn finished_call(call: OpenCall) -> ToolCall {
     } else {
         call.input
     };
-    let (name, arguments) = if call.name == TEXT_EDITOR {
+    let (name, arguments) = if TextEditor::NAMES.contains(&call.name.as_str()) {
         from_editor_call(&arguments).unwrap_or((call.name, arguments))
     } else {
         (call.name, arguments)
@@ -802,19 +804,60 @@ fn finished_call(call: OpenCall) -> ToolCall {
     }
 }
 
-/// Claude's text editor client tool (Claude 4's version), offered in place of jucode's
-/// edit tools.
-const TEXT_EDITOR: &str = "str_replace_based_edit_tool";
-const TEXT_EDITOR_TYPE: &str = "text_editor_20250728";
+/// Claude's text editor client tool, offered in place of jucode's edit tools in the
+/// version the model is trained on: `text_editor_20250728` for Claude 4 and later,
+/// `text_editor_20250124` (named `str_replace_editor`) for Claude 3.7.
+struct TextEditor {
+    kind: &'static str,
+    name: &'static str,
+}
+
+impl TextEditor {
+    /// The names its calls arrive under, whichever version was offered.
+    const NAMES: [&'static str; 2] = ["str_replace_based_edit_tool", "str_replace_editor"];
+
+    fn of(model: &str) -> Self {
+        if model.starts_with("claude-3-7") {
+            Self {
+                kind: "text_editor_20250124",
+                name: "str_replace_editor",
+            }
+        } else {
+            Self {
+                kind: "text_editor_20250728",
+                name: "str_replace_based_edit_tool",
+            }
+        }
+    }
+
+    /// jucode's edit calls as the text editor's, for a request that offers it in their
+    /// place: the model reads back the calls in the shape it made them.
+    fn call(&self, name: &str, input: Value) -> (String, Value) {
+        let text = |key: &str| input.get(key).cloned().unwrap_or_else(|| json!(""));
+        let editor = match name {
+            EDIT_FILE if input.get("insert_line").is_some() => json!({"command": "insert",
+                "path": text("path"), "insert_line": text("insert_line"),
+                "new_str": text("new_string")}),
+            EDIT_FILE => json!({"command": "str_replace", "path": text("path"),
+                "old_str": text("old_string"), "new_str": text("new_string")}),
+            WRITE_FILE => json!({"command": "create", "path": text("path"),
+                "file_text": text("content")}),
+            _ => return (name.to_owned(), input),
+        };
+        (self.name.to_owned(), editor)
+    }
+}
+
 const EDIT_FILE: &str = "edit_file";
 const WRITE_FILE: &str = "write_file";
 const READ_FILE: &str = "read_file";
 
-/// A text editor call as jucode's own: `str_replace` is `edit_file`, `create` is
-/// `write_file`, `view` is `read_file` (a `view_range` as its lines), so the call goes
-/// through the same assessment, approvals, hunks, plan-mode gating and checkpoints.
-/// `None` for what has no counterpart (`insert`) or lacks a field: the call then stays
-/// the editor's, which jucode does not run, and the model reads why.
+/// A text editor call as jucode's own: `str_replace` is `edit_file`, `insert` is
+/// `edit_file` with `insert_line`, `create` is `write_file`, `view` is `read_file` (a
+/// `view_range` as its lines), so the call goes through the same assessment, approvals,
+/// hunks, plan-mode gating and checkpoints. `None` for what has no counterpart
+/// (`undo_edit`) or lacks a field: the call then stays the editor's, which jucode does
+/// not run, and the model reads why.
 fn from_editor_call(arguments: &str) -> Option<(String, String)> {
     let input: Value = serde_json::from_str(arguments).ok()?;
     let text = |key: &str| input.get(key).and_then(Value::as_str);
@@ -824,6 +867,12 @@ fn from_editor_call(arguments: &str) -> Option<(String, String)> {
             EDIT_FILE,
             json!({"path": path, "old_string": text("old_str")?,
                 "new_string": text("new_str").unwrap_or("")}),
+        ),
+        // `new_str` in the editor's versions, `insert_text` in the memory tool's shape.
+        "insert" => (
+            EDIT_FILE,
+            json!({"path": path, "insert_line": input.get("insert_line")?.as_u64()?,
+                "new_string": text("new_str").or_else(|| text("insert_text"))?}),
         ),
         "create" => (
             WRITE_FILE,
@@ -847,20 +896,6 @@ fn from_editor_call(arguments: &str) -> Option<(String, String)> {
         _ => return None,
     };
     Some((name.to_owned(), arguments.to_string()))
-}
-
-/// jucode's edit calls as the text editor's, for a request that offers it in their place:
-/// the model reads back the calls in the shape it made them.
-fn as_editor_call(name: &str, input: Value) -> (String, Value) {
-    let text = |key: &str| input.get(key).cloned().unwrap_or_else(|| json!(""));
-    let editor = match name {
-        EDIT_FILE => json!({"command": "str_replace", "path": text("path"),
-            "old_str": text("old_string"), "new_str": text("new_string")}),
-        WRITE_FILE => json!({"command": "create", "path": text("path"),
-            "file_text": text("content")}),
-        _ => return (name.to_owned(), input),
-    };
-    (TEXT_EDITOR.to_owned(), editor)
 }
 
 /// A call id the Messages API accepts (`[A-Za-z0-9_-]+`). Ids minted by other providers

@@ -1246,8 +1246,8 @@ async fn text_editor_calls_become_jucode_s_own() {
             ),
             ("read_file".to_owned(), json!({"path": "a.rs", "offset": 3})),
             (
-                "str_replace_based_edit_tool".to_owned(),
-                json!({"command": "insert", "path": "a.rs", "insert_line": 1, "insert_text": "z"})
+                "edit_file".to_owned(),
+                json!({"path": "a.rs", "insert_line": 1, "new_string": "z"})
             ),
         ]
     );

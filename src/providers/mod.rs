@@ -367,7 +367,14 @@ impl Catalog {
                         None => Arc::new(client.api_key(key)),
                     }
                 } else if config.kind == ProviderKind::OpenaiResponses {
-                    let mut client = ResponsesClient::new(name, base_url).headers(&config.headers);
+                    let mut client = ResponsesClient::new(name, base_url)
+                        .headers(&config.headers)
+                        .apply_patch(
+                            config
+                                .model_settings(model)
+                                .apply_patch
+                                .unwrap_or_else(|| gpt_defaults(model).is_some()),
+                        );
                     if let Some(timeout) = timeout {
                         client = client.connect_timeout(timeout);
                     }
@@ -560,7 +567,7 @@ struct ClaudeModel {
     input: f64,
     output: f64,
     thinking: Thinking,
-    /// Trained on the text editor tool `text_editor_20250728` (Claude 4 and later).
+    /// Trained on a text editor tool (Claude 3.7, 4 and later).
     text_editor: bool,
 }
 
@@ -589,7 +596,8 @@ fn claude_defaults(model: &str) -> Option<ClaudeModel> {
                 input,
                 output,
                 thinking,
-                text_editor: !prefix.starts_with("claude-3"),
+                // 3.7 takes the editor's earlier version (`TextEditor::of`).
+                text_editor: prefix != "claude-3-5-haiku",
             },
         )
 }
@@ -602,7 +610,7 @@ struct GptModel {
     output: f64,
 }
 
-/// The built-in table of the GPT-5 families, matched on the whole name or the name and a
+/// The built-in table of the GPT-5 families (all trained on `apply_patch`), matched on the whole name or the name and a
 /// dated suffix (`gpt-5-2025-08-07`), so `gpt-5.5` is not taken for `gpt-5`. The context
 /// window is the input limit (272k of the 400k, the rest being the output's); cached
 /// input costs a tenth of the input price. Config overrides every field.
@@ -657,6 +665,7 @@ fn bare_provider(kind: ProviderKind) -> ProviderConfig {
         output_price: None,
         thinking: None,
         text_editor: None,
+        apply_patch: None,
         models: BTreeMap::new(),
         include_usage: None,
         max_retries: None,

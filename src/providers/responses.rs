@@ -23,7 +23,8 @@ use serde_json::{Map, Value, json};
 
 use super::openai::{classify_status, http_client, retry_after, send, stream_headers};
 use crate::engine::{
-    ChatRequest, FinishReason, Message, ModelClient, ModelError, ModelEvent, ModelStream, ToolCall,
+    ChatRequest, FinishReason, FreeformTool, Message, ModelClient, ModelError, ModelEvent,
+    ModelStream, ToolCall,
 };
 use crate::protocol::TurnUsage;
 
@@ -42,6 +43,8 @@ pub struct ResponsesClient {
     headers: HeaderMap,
     connect_timeout: Duration,
     unusable: Option<String>,
+    /// Offer `apply_patch` in its freeform shape (the model is trained on it).
+    apply_patch: bool,
 }
 
 impl ResponsesClient {
@@ -53,7 +56,15 @@ impl ResponsesClient {
             headers: HeaderMap::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             unusable: None,
+            apply_patch: false,
         }
+    }
+
+    /// Whether the model takes `apply_patch` as a freeform tool in place of `edit_file`
+    /// and `write_file` (GPT-5 models are trained on it).
+    pub fn apply_patch(mut self, apply_patch: bool) -> Self {
+        self.apply_patch = apply_patch;
+        self
     }
 
     /// Sent as `Authorization: Bearer <key>`.
@@ -103,7 +114,7 @@ impl ResponsesClient {
         if let Some(message) = &self.unusable {
             return Err(ModelError::fatal(message.clone()));
         }
-        let body = serde_json::to_vec(&request_body(request))
+        let body = serde_json::to_vec(&request_body(request, self.apply_patch))
             .map_err(|err| ModelError::fatal(format!("cannot encode the request: {err}")))?;
         let headers = stream_headers(
             &self.provider,
@@ -166,18 +177,22 @@ pub(crate) fn status_error(status: u16, retry_after: Option<Duration>, body: &st
     error
 }
 
-/// The JSON body of one Responses request.
-pub(crate) fn request_body(request: &ChatRequest) -> Value {
+/// The JSON body of one Responses request; `apply_patch` offers the freeform tools the
+/// request lists in place of the JSON tools they replace.
+pub(crate) fn request_body(request: &ChatRequest, apply_patch: bool) -> Value {
+    let freeform = offered_freeform(request, apply_patch);
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     if !request.system.is_empty() {
         body.insert("instructions".into(), json!(&*request.system));
     }
-    body.insert("input".into(), Value::Array(input(request)));
+    body.insert("input".into(), Value::Array(input(request, &freeform)));
     if !request.tools.is_empty() {
-        let tools = request
+        let replaced = |name: &str| freeform.iter().any(|tool| tool.replaces.contains(&name));
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
+            .filter(|tool| !replaced(&tool.name))
             .map(|tool| {
                 json!({
                     "type": "function",
@@ -188,6 +203,14 @@ pub(crate) fn request_body(request: &ChatRequest) -> Value {
                 })
             })
             .collect();
+        tools.extend(freeform.iter().map(|tool| {
+            json!({
+                "type": "custom",
+                "name": tool.name,
+                "description": tool.description,
+                "format": {"type": "grammar", "syntax": "lark", "definition": tool.grammar},
+            })
+        }));
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), json!("auto"));
         body.insert("parallel_tool_calls".into(), json!(true));
@@ -209,11 +232,37 @@ pub(crate) fn request_body(request: &ChatRequest) -> Value {
     Value::Object(body)
 }
 
+/// The freeform tools this request offers: those whose JSON tools are all offered, when
+/// the model takes them.
+fn offered_freeform(request: &ChatRequest, apply_patch: bool) -> Vec<&FreeformTool> {
+    if !apply_patch {
+        return Vec::new();
+    }
+    let offered = |name: &&str| request.tools.iter().any(|tool| tool.name == *name);
+    request
+        .freeform_tools
+        .iter()
+        .filter(|tool| !tool.replaces.is_empty() && tool.replaces.iter().all(offered))
+        .collect()
+}
+
+/// A call to a freeform tool as the item the model wrote: its text, not JSON arguments.
+/// `None` for a call that is not one (or whose arguments are not `{"input": text}`).
+fn freeform_input(call: &ToolCall, freeform: &[&FreeformTool]) -> Option<String> {
+    if !freeform.iter().any(|tool| tool.name == call.name) {
+        return None;
+    }
+    let arguments: Value = serde_json::from_str(&call.arguments).ok()?;
+    arguments.get("input")?.as_str().map(str::to_owned)
+}
+
 /// The conversation as input items, in order: each reply's own reasoning items (and
 /// other kept items) where they were, its text as an assistant message, its calls, and
-/// the calls' outputs.
-fn input(request: &ChatRequest) -> Vec<Value> {
+/// the calls' outputs. Calls of an offered freeform tool go back as the custom calls
+/// the model made, with custom outputs.
+fn input(request: &ChatRequest, freeform: &[&FreeformTool]) -> Vec<Value> {
     let mut items = Vec::new();
+    let mut custom_calls = BTreeSet::new();
     for message in request.messages() {
         match message {
             Message::User { text, images } => {
@@ -252,16 +301,27 @@ fn input(request: &ChatRequest) -> Vec<Value> {
                         "content": [{"type": "output_text", "text": text}]}));
                 }
                 for (position, call) in tool_calls.iter().enumerate() {
-                    items.push(json!({"type": "function_call", "call_id": call.id,
-                        "name": call.name, "arguments": call.arguments}));
+                    match freeform_input(call, freeform) {
+                        Some(text) => {
+                            custom_calls.insert(call.id.as_str());
+                            items.push(json!({"type": "custom_tool_call", "call_id": call.id,
+                                "name": call.name, "input": text}));
+                        }
+                        None => items.push(json!({"type": "function_call", "call_id": call.id,
+                            "name": call.name, "arguments": call.arguments})),
+                    }
                     items.extend(kept(position + 1));
                 }
             }
             Message::Tool {
                 call_id, output, ..
             } => {
-                items.push(json!({"type": "function_call_output", "call_id": call_id,
-                    "output": output}));
+                let kind = if custom_calls.contains(call_id.as_str()) {
+                    "custom_tool_call_output"
+                } else {
+                    "function_call_output"
+                };
+                items.push(json!({"type": kind, "call_id": call_id, "output": output}));
             }
         }
     }

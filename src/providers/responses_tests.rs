@@ -485,7 +485,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
 
 #[test]
 fn body_is_stateless_with_reasoning_items_before_their_calls() {
-    let body = request_body(&request(conversation("openai", "gpt-x", API)));
+    let body = request_body(&request(conversation("openai", "gpt-x", API)), false);
     assert_eq!(body["model"], json!("gpt-x"));
     assert_eq!(body["instructions"], json!("Be brief."));
     assert_eq!(body["store"], json!(false));
@@ -524,7 +524,7 @@ fn body_is_stateless_with_reasoning_items_before_their_calls() {
         ("other", "gpt-x", API),
         ("openai", "gpt-x", "anthropic"),
     ] {
-        let body = request_body(&request(conversation(provider, model, api)));
+        let body = request_body(&request(conversation(provider, model, api)), false);
         assert!(
             !body.to_string().contains("enc-"),
             "{provider} {model} {api}"
@@ -536,7 +536,7 @@ fn body_is_stateless_with_reasoning_items_before_their_calls() {
     let mut plain = request(conversation("openai", "gpt-x", API));
     plain.cache_key = None;
     plain.reasoning_effort = None;
-    let body = request_body(&plain);
+    let body = request_body(&plain, false);
     assert!(body.get("prompt_cache_key").is_none() && body.get("reasoning").is_none());
     assert!(body.get("include").is_none());
     assert_eq!(body["store"], json!(false));
@@ -570,7 +570,7 @@ fn own_message_items_stand_for_the_text_with_their_phase() {
             })),
         },
     ];
-    let body = request_body(&request(messages));
+    let body = request_body(&request(messages), false);
     assert_eq!(
         body["input"].as_array().unwrap()[1..],
         [
@@ -656,4 +656,89 @@ fn a_used_up_quota_is_not_retried_though_it_comes_as_a_429() {
     let limited = r#"{"error": {"message": "Rate limit reached.", "code": "rate_limit_exceeded"}}"#;
     let error = status_error(429, Some(Duration::from_secs(1)), limited);
     assert_eq!(error.retry, Retry::After(Some(Duration::from_secs(1))));
+}
+
+#[test]
+fn apply_patch_is_offered_in_place_of_the_edit_tools_and_its_calls_go_back_as_custom_calls() {
+    let patch = "*** Begin Patch\n*** Delete File: a\n*** End Patch";
+    let messages = vec![
+        Message::User {
+            text: "patch it".into(),
+            images: Vec::new(),
+        },
+        Message::Assistant {
+            text: String::new(),
+            reasoning: String::new(),
+            tool_calls: vec![
+                ToolCall {
+                    id: "call_p".into(),
+                    name: "apply_patch".into(),
+                    arguments: json!({ "input": patch }).to_string(),
+                },
+                call("call_r"),
+            ],
+            provider_items: None,
+        },
+        Message::Tool {
+            call_id: "call_p".into(),
+            name: "apply_patch".into(),
+            output: "Success.".into(),
+            is_error: false,
+            card: Default::default(),
+        },
+        Message::Tool {
+            call_id: "call_r".into(),
+            name: "read_file".into(),
+            output: "text".into(),
+            is_error: false,
+            card: Default::default(),
+        },
+    ];
+    let mut request = request(messages);
+    request.tools = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    request.freeform_tools = vec![FreeformTool {
+        name: "apply_patch".into(),
+        description: "Patch files.".into(),
+        grammar: "start: \"x\"",
+        replaces: &["edit_file", "write_file"],
+    }];
+    let body = request_body(&request, true);
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read_file", "apply_patch"]);
+    assert_eq!(
+        body["tools"][1],
+        json!({"type": "custom", "name": "apply_patch", "description": "Patch files.",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: \"x\""}})
+    );
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(
+        input[1],
+        json!({"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": patch})
+    );
+    assert_eq!(input[2]["type"], "function_call");
+    assert_eq!(
+        input[3],
+        json!({"type": "custom_tool_call_output", "call_id": "call_p", "output": "Success."})
+    );
+    assert_eq!(input[4]["type"], "function_call_output");
+
+    // A model not trained on it, or a request without both edit tools, keeps the JSON
+    // tools, and the same call goes back as a function call.
+    let plain = request_body(&request, false);
+    assert_eq!(plain["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(plain["input"][1]["type"], "function_call");
+    request.tools.retain(|tool| tool.name != "write_file");
+    let partial = request_body(&request, true);
+    assert!(
+        partial["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|tool| tool["type"] == "function")
+    );
 }

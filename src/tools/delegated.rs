@@ -256,37 +256,15 @@ async fn plan_edit(
     args: &Value,
     ctx: &ToolContext,
 ) -> Result<(Target, String, String, usize), String> {
-    let parsed = Args::new(EDIT, args)?;
-    let target = Target::new(ctx, parsed.required_str("path")?);
-    let old = parsed.required_str("old_string")?;
-    let new = parsed.required_str("new_string")?;
-    let all = parsed.optional_bool("replace_all")?.unwrap_or(false);
-    if old.is_empty() || old == new {
-        return Err(format!(
-            "{EDIT}: old_string must be non-empty and differ from new_string"
-        ));
-    }
+    let request = super::edit_file::Request::parse(args)?;
+    let target = Target::new(ctx, &request.path);
     let path = target.abs.display().to_string();
     let text = read_text(delegate, &path, ctx)
         .await
         .map_err(|err| format!("{EDIT}: {}: {err}", target.shown))?;
-    let shown = &target.shown;
-    let (edited, count) = match text.matches(old).count() {
-        0 => {
-            return Err(format!(
-                "{EDIT}: old_string was not found in {shown}. It must match the file exactly, \
-                 including whitespace and indentation; read the file again."
-            ));
-        }
-        1 => (text.replacen(old, new, 1), 1),
-        n if all => (text.replace(old, new), n),
-        n => {
-            return Err(format!(
-                "{EDIT}: old_string matches {n} times in {shown}; include more surrounding \
-                 lines to make it unique, or set replace_all to true."
-            ));
-        }
-    };
+    // The same edit as on disk (exact match, CRLF, uniqueness, insertion), on the
+    // client's text.
+    let (edited, count) = super::edit_file::edited(&text, &request, &target.shown)?;
     Ok((target, text, edited, count))
 }
 

@@ -30,21 +30,37 @@ const NAME: &str = "edit_file";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditFile;
 
-struct Request {
-    path: String,
+/// One edit call's arguments, as read by the local tool and by the client-served one
+/// (`delegated`).
+pub(super) struct Request {
+    pub path: String,
     old_string: String,
     new_string: String,
     replace_all: bool,
+    /// Insert `new_string` after this line (0: at the start) instead of replacing text.
+    /// Not in the schema: it is what Claude's text editor `insert` command becomes.
+    insert_line: Option<u64>,
 }
 
 impl Request {
-    fn parse(value: &Value) -> Result<Self, String> {
+    pub(super) fn parse(value: &Value) -> Result<Self, String> {
         let args = Args::new(NAME, value)?;
+        let insert_line = args.optional_u64("insert_line")?;
+        if let Some(insert_line) = insert_line {
+            return Ok(Self {
+                path: args.required_str("path")?.to_owned(),
+                old_string: String::new(),
+                new_string: args.required_str("new_string")?.to_owned(),
+                replace_all: false,
+                insert_line: Some(insert_line),
+            });
+        }
         let request = Self {
             path: args.required_str("path")?.to_owned(),
             old_string: args.required_str("old_string")?.to_owned(),
             new_string: args.required_str("new_string")?.to_owned(),
             replace_all: args.optional_bool("replace_all")?.unwrap_or(false),
+            insert_line: None,
         };
         if request.old_string.is_empty() {
             return Err(format!(
@@ -177,28 +193,62 @@ fn plan(target: &Target, request: &Request) -> Result<Edit, String> {
         }
         Current::NotText(why) => return Err(format!("{NAME}: cannot edit {why}")),
     };
-    let (needle, replacement, count) = find(&old, &request.old_string, &request.new_string);
+    let (new, count) = edited(&old, request, shown)?;
+    Ok(Edit { old, new, count })
+}
+
+/// `old` after the edit, and how many places changed; `shown` names the file in errors.
+pub(super) fn edited(old: &str, request: &Request, shown: &str) -> Result<(String, usize), String> {
+    if let Some(line) = request.insert_line {
+        return inserted(old, line, &request.new_string, shown).map(|new| (new, 1));
+    }
+    let (needle, replacement, count) = find(old, &request.old_string, &request.new_string);
     match count {
         0 => Err(format!(
             "{NAME}: old_string was not found in {shown}. It must match the file exactly, \
              including whitespace and indentation; read the file again and copy the text \
              without the line-number prefix."
         )),
-        1 => Ok(Edit {
-            new: old.replacen(&needle, &replacement, 1),
-            old,
-            count,
-        }),
-        _ if request.replace_all => Ok(Edit {
-            new: old.replace(&needle, &replacement),
-            count: old.matches(needle.as_str()).count(),
-            old,
-        }),
+        1 => Ok((old.replacen(&needle, &replacement, 1), count)),
+        _ if request.replace_all => Ok((
+            old.replace(&needle, &replacement),
+            old.matches(needle.as_str()).count(),
+        )),
         n => Err(format!(
             "{NAME}: old_string matches {n} times in {shown}; include more surrounding \
              lines to make it unique, or set replace_all to true to replace every occurrence."
         )),
     }
+}
+
+/// `text` with `insertion` as whole lines after line `after` (0: before the first), in
+/// the file's line ends.
+fn inserted(text: &str, after: u64, insertion: &str, shown: &str) -> Result<String, String> {
+    let ending = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let mut insertion = insertion.replace("\r\n", "\n");
+    if !insertion.ends_with('\n') {
+        insertion.push('\n');
+    }
+    let insertion = insertion.replace('\n', ending);
+    let total = text.lines().count() as u64;
+    if after > total {
+        return Err(format!(
+            "{NAME}: cannot insert after line {after}: {shown} has {total} lines"
+        ));
+    }
+    let mut at = 0;
+    for _ in 0..after {
+        at += text[at..].find('\n').map_or(text.len() - at, |end| end + 1);
+    }
+    let mut out = String::with_capacity(text.len() + insertion.len() + 1);
+    out.push_str(&text[..at]);
+    // After a last line without a newline, the insertion starts on a line of its own.
+    if at == text.len() && !text.is_empty() && !text.ends_with('\n') {
+        out.push_str(ending);
+    }
+    out.push_str(&insertion);
+    out.push_str(&text[at..]);
+    Ok(out)
 }
 
 /// The text to look for and its replacement (as given, or with CRLF line ends when only
@@ -303,6 +353,27 @@ mod tests {
         assert_eq!(assessment.summary, "edit a.rs (+3 -3), 3 occurrences");
         EditFile.run(args, ctx).await;
         assert_eq!(read(&dir), "x = 2;\ny = 2;\nz = 2;\n");
+    }
+
+    #[tokio::test]
+    async fn insert_line_puts_whole_lines_after_a_line() {
+        let (dir, ctx) = setup("a\r\nb\r\n");
+        let args = json!({"path": "a.rs", "insert_line": 1, "new_string": "x\ny"});
+        let assessment = EditFile.assess(&args, &ctx).await.unwrap();
+        assert_eq!(assessment.summary, "edit a.rs (+2 -0)");
+        EditFile.run(args, ctx.clone()).await;
+        assert_eq!(read(&dir), "a\r\nx\r\ny\r\nb\r\n");
+        let at_start = json!({"path": "a.rs", "insert_line": 0, "new_string": "0\n"});
+        EditFile.run(at_start, ctx.clone()).await;
+        assert_eq!(read(&dir), "0\r\na\r\nx\r\ny\r\nb\r\n");
+        let past = json!({"path": "a.rs", "insert_line": 9, "new_string": "z"});
+        let err = EditFile.assess(&past, &ctx).await.unwrap_err();
+        assert_eq!(
+            err.output,
+            "edit_file: cannot insert after line 9: a.rs has 5 lines"
+        );
+        assert_eq!(inserted("a", 1, "b", "f").unwrap(), "a\nb\n");
+        assert_eq!(inserted("", 0, "b", "f").unwrap(), "b\n");
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@
 //! [`register_web`], from the config, because which sessions get them and how they are
 //! gated is the host's decision.
 
+mod apply_patch;
 mod args;
 mod bash;
 mod delegated;
@@ -30,6 +31,7 @@ mod exec;
 mod files;
 mod grep;
 mod list_dir;
+mod patch;
 mod read_file;
 pub mod sandbox;
 mod shell;
@@ -42,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{ToolContext, ToolOutput, ToolRegistry};
 
+pub use apply_patch::ApplyPatch;
 pub use bash::Bash;
 pub use edit_file::EditFile;
 pub use grep::Grep;
@@ -66,7 +69,8 @@ pub fn register_chat(registry: &mut ToolRegistry) {
     register_read_only(registry);
 }
 
-/// Registers every tool: the read-only ones, `bash`, `write_file` and `edit_file`.
+/// Registers every tool: the read-only ones, `bash`, `write_file` and `edit_file`, and
+/// `apply_patch` in its freeform shape.
 pub fn register_all(registry: &mut ToolRegistry) {
     register_read_only(registry);
     // Through the client that serves the session's files and commands, when one does.
@@ -74,6 +78,8 @@ pub fn register_all(registry: &mut ToolRegistry) {
     registry.register(delegated::Delegated::shell(Bash));
     registry.register(delegated::Delegated::write(WriteFile));
     registry.register(delegated::Delegated::edit(EditFile));
+    // GPT-5's own edit tool, offered by the Responses provider in place of the two above.
+    registry.register_freeform(ApplyPatch);
 }
 
 /// Runs `job` on the blocking pool and turns a panic or a cancelled turn into an error

@@ -669,3 +669,93 @@ fn a_prompt_the_provider_finds_too_long_is_compacted_and_sent_again() {
             .contains(&"note ".repeat(100))
     );
 }
+
+#[test]
+fn gpt_5_patches_files_with_apply_patch_through_jucode_s_approvals_and_hunks() {
+    let model = MockModel::start();
+    let home = Home::new();
+    let url = model.base_url();
+    home.write_config(&format!(
+        "model = \"oa/gpt-5.1\"\n\
+         [providers.oa]\nkind = \"openai-responses\"\nbase_url = \"{url}\"\napi_key = \"k\"\n"
+    ));
+    let project = tempfile::tempdir().unwrap();
+    let old: String = (1..=20).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(project.path().join("a.txt"), &old).unwrap();
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-line 2\n+two\n@@\n-line 19\n+nineteen\n\
+                 *** Add File: b.txt\n+bee\n*** End Patch\n";
+    model.push(responses_reply(vec![
+        json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_p", "name": "apply_patch", "input": ""}}),
+        json!({"type": "response.custom_tool_call_input.delta", "output_index": 0, "item_id": "ctc_1", "delta": &patch[..40]}),
+        json!({"type": "response.custom_tool_call_input.delta", "output_index": 0, "item_id": "ctc_1", "delta": &patch[40..]}),
+        json!({"type": "response.output_item.done", "output_index": 0,
+            "item": {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_p", "name": "apply_patch", "input": patch}}),
+        responses_completed(),
+    ]));
+    model.push(responses_text("Patched."));
+    let mut serve = Serve::builder(&home).cwd(project.path()).start();
+    serve.skip_startup();
+    serve.user("patch it");
+    let request = serve.until("approval_request").pop().unwrap();
+    assert_eq!(request["name"], "apply_patch", "{request}");
+    assert_eq!(
+        request["summary"],
+        "patch: edit a.txt (+2 -2), add b.txt (+1 -0)"
+    );
+    let ids: Vec<&str> = request["hunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hunk| hunk["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["f0h0", "f0h1", "f1h0"]);
+    // Only the second hunk of the first file, and the new file.
+    serve.send(
+        json!({"op": "approve", "call_id": "call_p", "decision": "allow",
+        "hunks": ["f0h1", "f1h0"]}),
+    );
+    let events = serve.until_ready();
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["is_error"], false, "{output}");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.txt")).unwrap(),
+        old.replace("line 19\n", "nineteen\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("b.txt")).unwrap(),
+        "bee\n"
+    );
+    let requests = model.wait_requests(2);
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    assert!(
+        tools.iter().any(|t| t["type"] == "custom"
+            && t["name"] == "apply_patch"
+            && t["format"]["syntax"] == "lark"),
+        "{tools:?}"
+    );
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t["name"] == "edit_file" || t["name"] == "write_file")
+    );
+    // The model reads back the call it wrote and the answer, as custom items.
+    let input = requests[1].body["input"].as_array().unwrap();
+    let call = input
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call")
+        .unwrap();
+    assert_eq!(call["input"], patch);
+    let answer = input
+        .iter()
+        .find(|i| i["type"] == "custom_tool_call_output")
+        .unwrap();
+    assert_eq!(answer["call_id"], "call_p");
+    assert!(
+        answer["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("Success. Updated the following files:\nM a.txt\nA b.txt"),
+        "{answer}"
+    );
+}

@@ -33,6 +33,9 @@ pub struct ChatRequest {
     /// A key stable across the session's requests (its id), for APIs that route
     /// requests sharing a prompt prefix to the same cache (`prompt_cache_key`).
     pub cache_key: Option<String>,
+    /// Freeform shapes of the offered tools, for a provider whose model is trained on
+    /// one (see [`FreeformTool`]); the turn lists none when a client serves the files.
+    pub freeform_tools: Vec<FreeformTool>,
 }
 
 impl ChatRequest {
@@ -72,6 +75,7 @@ impl ChatRequest {
             reasoning_effort: None,
             provider: String::new(),
             cache_key: None,
+            freeform_tools: Vec::new(),
         }
     }
 
@@ -170,6 +174,20 @@ pub struct ToolSpec {
     pub name: String,
     pub description: String,
     pub parameters: serde_json::Value,
+}
+
+/// A tool the model writes as plain text in a grammar rather than as JSON arguments
+/// (OpenAI's custom tools; `apply_patch` for GPT-5). A provider whose model is trained on
+/// it offers it in place of the JSON tools it `replaces`, when all of those are offered;
+/// every other provider ignores it. Its calls come back with the arguments
+/// `{"input": <the text>}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeformTool {
+    pub name: String,
+    pub description: String,
+    /// The input's grammar, in Lark syntax.
+    pub grammar: &'static str,
+    pub replaces: &'static [&'static str],
 }
 
 /// One piece of a streamed reply, in arrival order.

@@ -196,6 +196,12 @@ impl Assessment {
 pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
 
+    /// The tool's freeform shape, for a tool registered with
+    /// [`ToolRegistry::register_freeform`].
+    fn freeform(&self) -> Option<super::model::FreeformTool> {
+        None
+    }
+
     /// The call as clients are shown it (`tool_start`'s card and a subagent's activity),
     /// from its arguments; paths resolve against `cwd`. A tool that says nothing is shown
     /// by its name.
@@ -323,6 +329,9 @@ pub trait ToolSource: Send + Sync + 'static {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// Tools offered only in their freeform shape, by the providers that take it: not
+    /// among [`ToolRegistry::specs`], but found by name to run their calls.
+    freeform: BTreeMap<String, Arc<dyn Tool>>,
     sources: Vec<Arc<dyn ToolSource>>,
 }
 
@@ -335,6 +344,21 @@ impl ToolRegistry {
         self.tools.insert(tool.spec().name, Arc::new(tool));
     }
 
+    /// Registers a tool that is offered only in its freeform shape
+    /// ([`Tool::freeform`]), in place of the tools it replaces, by a provider whose model
+    /// is trained on it.
+    pub fn register_freeform(&mut self, tool: impl Tool) {
+        self.freeform.insert(tool.spec().name, Arc::new(tool));
+    }
+
+    /// The freeform shapes a provider may offer in place of the tools they replace.
+    pub fn freeform_tools(&self) -> Vec<super::model::FreeformTool> {
+        self.freeform
+            .values()
+            .filter_map(|tool| tool.freeform())
+            .collect()
+    }
+
     /// Adds tools that may change during the session. A fixed tool wins over a source's
     /// tool of the same name (sources name theirs so that this never happens).
     pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
@@ -344,6 +368,7 @@ impl ToolRegistry {
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.tools
             .get(name)
+            .or_else(|| self.freeform.get(name))
             .cloned()
             .or_else(|| self.sources.iter().find_map(|source| source.get(name)))
     }

@@ -544,6 +544,13 @@ impl TurnContext {
             reasoning_effort: self.reasoning_effort.clone(),
             provider: self.model.provider.clone(),
             cache_key: Some(self.session_id.clone()),
+            // A freeform tool writes the disk itself; the JSON tools it would replace go
+            // through the client that serves the files, when one does.
+            freeform_tools: if self.delegation.serves_files() {
+                Vec::new()
+            } else {
+                self.tools.freeform_tools()
+            },
         }
     }
 
