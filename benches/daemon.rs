@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{BIN, Home, Serve, micros, percentile, proc_status_kib};
+use support::{BIN, Home, Serve, micros, percentile, proc_status_kib, process_cpu};
 
 fn us(d: Duration) -> f64 {
     micros(d)
@@ -162,10 +162,14 @@ fn idle_sessions() {
 fn fan_out() {
     let deltas = 100_000;
     let mut times = Vec::new();
-    for clients in [1usize, 100] {
+    let mut cpu = Vec::new();
+    for clients in [1usize, 10, 100] {
         let home = Home::new();
         home.long_replies(deltas, 1);
         home.jucode(&["daemon", "start"]);
+        let pid = home.jucode(&["daemon", "status"])["pid"]
+            .as_u64()
+            .expect("pid");
         let mut driver = Raw::connect(&home);
         driver.send(&json!({"op": "open", "cwd": home.path(), "env": {}}));
         driver.line.clear();
@@ -187,6 +191,7 @@ fn fan_out() {
             readers.push(raw);
         }
         let started = Instant::now();
+        let cpu_before = process_cpu(pid);
         // Readers scan raw bytes for the end marker: parsing 100 × 100k lines in the
         // bench itself would measure the bench, not the daemon.
         let handles: Vec<_> = readers
@@ -200,20 +205,36 @@ fn fan_out() {
             last = last.max(handle.join().expect("reader"));
         }
         let elapsed = last - started;
+        let spent = process_cpu(pid) - cpu_before;
         println!(
-            "one session, {deltas} deltas to {clients:>3} client(s): {:>7.1} ms until the last client has everything",
-            elapsed.as_secs_f64() * 1e3
+            "one session, {deltas} deltas to {clients:>3} client(s): {:>7.1} ms until the last client has everything; daemon CPU {:>7.1} ms",
+            elapsed.as_secs_f64() * 1e3,
+            spent.as_secs_f64() * 1e3
         );
         times.push(elapsed);
+        cpu.push((clients, spent));
     }
     println!(
-        "  100 clients cost {:.2}x one client",
-        times[1].as_secs_f64() / times[0].as_secs_f64()
+        "  100 clients cost {:.2}x one client in time",
+        times[2].as_secs_f64() / times[0].as_secs_f64()
     );
+    // The marginal cost of a client: the daemon's extra CPU for each client beyond the
+    // first, per delta.
+    for &(clients, spent) in &cpu[1..] {
+        let extra = spent.saturating_sub(cpu[0].1).as_secs_f64() * 1e9;
+        println!(
+            "  daemon CPU per extra client per delta ({clients} clients): {:.1} ns",
+            extra / ((clients - 1) * deltas) as f64
+        );
+    }
 }
 
 fn main() {
     println!("jucode daemon benchmark ({BIN})");
+    if std::env::args().any(|arg| arg == "fan_out") {
+        fan_out();
+        return;
+    }
     side_by_side();
     warm_hello();
     idle_sessions();

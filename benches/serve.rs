@@ -66,6 +66,48 @@ fn message_to_request() {
     serve.quit();
 }
 
+/// A new session's first request, the message sent as soon as the startup batch is in
+/// (as a front-end that opens a session to send a prompt does), a fresh profile each
+/// time; and the same with the message sent 100 ms later, when start-up work is done.
+fn fresh_first_request() {
+    let model = mock::MockModel::start();
+    let runs: usize = std::env::var("JUCODE_BENCH_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or(12);
+    let mut total = 0;
+    for delay in [Duration::ZERO, Duration::from_millis(100)] {
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let home = Home::new();
+            home.write_config(&format!(
+                "model = \"mock/m\"\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n",
+                model.base_url()
+            ));
+            model.push(mock::text_reply(&["ok"]));
+            let (mut serve, _) = Serve::start(&home, true);
+            serve.until("\"mcp_servers\"");
+            std::thread::sleep(delay);
+            let sent = Instant::now();
+            serve.send(&json!({"op": "user_message", "content": "hello"}));
+            total += 1;
+            let requests = model.wait_requests(total);
+            samples.push(requests[total - 1].at.duration_since(sent));
+            serve.until("\"ready\"");
+            serve.quit();
+        }
+        let mut sorted = samples.clone();
+        sorted.sort();
+        println!(
+            "fresh session, first request, sent {:>3} ms after the startup batch: median {}  min {}  max {}  ({runs} fresh profiles)",
+            delay.as_millis(),
+            us(percentile(&mut samples, 0.5)),
+            us(sorted[0]),
+            us(sorted[runs - 1]),
+        );
+    }
+}
+
 fn streaming() {
     let home = Home::new();
     let deltas = 200_000;
@@ -91,8 +133,13 @@ fn streaming() {
 }
 
 fn main() {
+    if std::env::args().any(|arg| arg == "first_request") {
+        fresh_first_request();
+        return;
+    }
     println!("jucode serve --in-process benchmark ({BIN})");
     hello_latency();
     message_to_request();
+    fresh_first_request();
     streaming();
 }

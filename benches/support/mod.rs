@@ -164,6 +164,24 @@ pub fn proc_status_kib(pid: u64, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time `pid` has used so far, all its threads: the sum of each task's time on a CPU
+/// (`/proc/<pid>/task/*/schedstat`, nanoseconds, unlike the ticks of `stat`).
+pub fn process_cpu(pid: u64) -> Duration {
+    let mut total = 0u64;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let schedstat =
+                std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            total += schedstat
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(total)
+}
+
 pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     samples[((samples.len() as f64 - 1.0) * p).round() as usize]

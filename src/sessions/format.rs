@@ -29,8 +29,10 @@ pub struct Line {
     pub parent: Option<String>,
     #[serde(default)]
     pub at: u64,
-    #[serde(default)]
-    pub tokens: u64,
+    /// Absent when the entry was written before it was counted (the tokenizer still
+    /// loading): it is counted when first needed after a load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
     #[serde(flatten)]
     pub body: Body,
 }
@@ -222,7 +224,7 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
         id: entry.id.to_string(),
         parent: entry.parent.as_ref().map(|id| id.to_string()),
         at: entry.at,
-        tokens: entry.tokens(),
+        tokens: entry.tokens_if_ready(),
         body: body_of(&entry.body),
     };
     let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
@@ -553,7 +555,7 @@ pub fn decode(line: Line) -> Result<Entry, String> {
         line.parent.map(Arc::from),
         line.at,
         body,
-        Some(line.tokens),
+        line.tokens,
     ))
 }
 
@@ -562,4 +564,37 @@ fn known_mime(mime: &str) -> Option<&'static str> {
     ["image/png", "image/jpeg", "image/gif", "image/webp"]
         .into_iter()
         .find(|known| *known == mime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Message;
+
+    /// An entry written before it was counted (the tokenizer still loading) has no
+    /// `tokens`, and is counted when first needed after a load; one counted keeps it.
+    #[test]
+    fn tokens_are_written_when_known_and_counted_after_a_load_otherwise() {
+        let body = EntryBody::Assistant(Message::Assistant {
+            text: "hello world".into(),
+            reasoning: String::new(),
+            tool_calls: Vec::new(),
+            provider_items: None,
+        });
+        let entry = Entry::with_tokens(Arc::from("e1"), None, 1, body, None);
+        let line = String::from_utf8(encode(&entry)).unwrap();
+        let decoded: Line = serde_json::from_str(&line).unwrap();
+        let loaded = decode(decoded).unwrap();
+        if !line.contains("\"tokens\"") {
+            assert_eq!(loaded.tokens_at_most(), entry.tokens_at_most());
+        }
+        assert_eq!(loaded.tokens(), entry.tokens());
+        let line = String::from_utf8(encode(&entry)).unwrap();
+        assert!(line.contains(&format!("\"tokens\":{}", entry.tokens())), "{line}");
+        // A line without the field loads, its count made from the body.
+        let bare = line.replace(&format!("\"tokens\":{},", entry.tokens()), "");
+        assert!(!bare.contains("\"tokens\""), "{bare}");
+        let loaded = decode(serde_json::from_str(&bare).unwrap()).unwrap();
+        assert_eq!(loaded.tokens(), entry.tokens());
+    }
 }

@@ -28,6 +28,11 @@ pub struct PreparedInput {
 
 /// `steered`: the message joins a running turn instead of starting one.
 pub async fn prepare(input: UserInput, cwd: PathBuf, steered: bool) -> PreparedInput {
+    // Only images are read from disk: a message without any needs no thread of the
+    // blocking pool (whose first one a new session would wait to be created).
+    if input.images.is_empty() {
+        return prepare_blocking(input, &cwd, steered);
+    }
     let task = tokio::task::spawn_blocking(move || prepare_blocking(input, &cwd, steered));
     match task.await {
         Ok(prepared) => prepared,

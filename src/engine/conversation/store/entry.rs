@@ -193,6 +193,17 @@ impl Entry {
         *self.tokens.get_or_init(|| body_tokens(&self.body))
     }
 
+    /// The count when it is known, or can be made now without waiting: not while the
+    /// tokenizer is still loading, which would hold up whatever runs on this thread
+    /// (the writer of the session file shares the runtime with a session's first
+    /// request).
+    pub fn tokens_if_ready(&self) -> Option<u64> {
+        self.tokens
+            .get()
+            .copied()
+            .or_else(|| tokens::is_warm().then(|| self.tokens()))
+    }
+
     /// At least [`Entry::tokens`], without counting: the count when it is known, else
     /// the bytes of what the model reads (a token is never shorter than a byte).
     pub fn tokens_at_most(&self) -> u64 {
