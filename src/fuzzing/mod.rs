@@ -12,11 +12,13 @@
 mod properties;
 #[cfg(test)]
 mod replay;
+mod shell_model;
 
 pub use properties::{
     SHELL_CWD, SHELL_HOME, acp_messages, chat_stream, config, edit_hunks, messages_stream,
     responses_stream, serve_ops, session_file, shell_class, websocket,
 };
+pub use shell_model::shell_differential;
 
 /// Cuts a fuzz input into the reads a pipe or socket could deliver: the first byte says
 /// how (`0xff`: one byte a read; otherwise `n = b % 8` reads of the lengths the next `n`

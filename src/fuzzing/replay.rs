@@ -77,5 +77,6 @@ fn edit_hunks() {
 fn shell_class() {
     replay("shell_class", |bytes| {
         let _ = super::shell_class(bytes);
+        let _ = super::shell_differential(bytes);
     });
 }

@@ -590,7 +590,10 @@ mod tests {
         }
         assert_eq!(loaded.tokens(), entry.tokens());
         let line = String::from_utf8(encode(&entry)).unwrap();
-        assert!(line.contains(&format!("\"tokens\":{}", entry.tokens())), "{line}");
+        assert!(
+            line.contains(&format!("\"tokens\":{}", entry.tokens())),
+            "{line}"
+        );
         // A line without the field loads, its count made from the body.
         let bare = line.replace(&format!("\"tokens\":{},", entry.tokens()), "");
         assert!(!bare.contains("\"tokens\""), "{bare}");
