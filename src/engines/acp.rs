@@ -181,6 +181,8 @@ async fn open_session(
         settings,
         not_loaded,
         commands,
+        // An ACP agent replays a loaded session as updates, which are not read back.
+        history: None,
     })
 }
 
@@ -392,12 +394,12 @@ impl Driver {
                 }
                 command = commands.recv() => match command {
                     Some(command) => self.command(command).await,
-                    // The session is gone: so is its agent (the group is killed on drop).
+                    // The session is gone, or moves to the TUI: so is its agent.
                     None => break,
                 },
             }
         }
-        drop(group);
+        child::stop(child, group).await;
     }
 
     async fn emit(&self, event: Event) {
