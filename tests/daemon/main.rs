@@ -16,3 +16,4 @@ mod listings;
 mod mcp;
 mod sessions;
 mod shim;
+mod terminal;
