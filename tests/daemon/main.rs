@@ -17,3 +17,4 @@ mod mcp;
 mod sessions;
 mod shim;
 mod terminal;
+mod terminal_tuis;
