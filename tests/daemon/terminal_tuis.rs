@@ -259,3 +259,98 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
     client.until(|event| event["type"] == "assistant_delta");
     client.until(|event| event["type"] == "status" && event["message"] == "ready");
 }
+
+// ---- Claude Code ----
+
+fn claude_said(text: &str) -> Reply {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let id = format!("msg_tui_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    mock::messages_sse(&[
+        json!({"type": "message_start", "message": {"id": id, "type": "message",
+            "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
+            "usage": {"input_tokens": 40, "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 7}}),
+        json!({"type": "message_stop"}),
+    ])
+}
+
+#[test]
+fn a_message_typed_in_claude_codes_tui_is_in_the_structured_transcript() {
+    let program = match crate::common::daemon::npm_agent(
+        "JUCODE_CLAUDE",
+        "claude-npm",
+        "claude",
+        "claude-code",
+    ) {
+        Ok(program) => program,
+        Err(why) => {
+            println!("SKIPPED: the Claude Code TUI test: {why}");
+            return;
+        }
+    };
+    let model = MockModel::start();
+    let claude_home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // Claude Code's first-run questions (theme, trusting the folder) answered already.
+    let settings = json!({
+        "hasCompletedOnboarding": true,
+        "theme": "dark",
+        "projects": {work.path().display().to_string(): {
+            "hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}},
+    });
+    std::fs::write(
+        claude_home.path().join(".claude.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    let home = Home::new();
+    let base = model.base_url();
+    home.write_config(&format!(
+        "[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}/v1\"\napi_key = \"sk-test\"\n\
+         [engines.claude]\nkind = \"claude-code\"\ncommand = \"{}\"\nprovider = \"mock\"\n\
+         env = {{ HOME = \"{}\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", DISABLE_AUTOUPDATER = \"1\" }}\n",
+        base.trim_end_matches("/v1"),
+        program.display(),
+        claude_home.path().display()
+    ));
+    let started = home.jucode(&["daemon", "start"]);
+    assert!(started.status.success(), "{started:?}");
+    let _guard = DaemonGuard(&home);
+    model.answer_every("Write the title", || claude_said("A title"));
+
+    model.push(claude_said("Answered in chat"));
+    let mut client = Client::open(&home, work.path(), "claude");
+    client.send(json!({"op": "user_message", "content": "first in chat"}));
+    client.until(|event| event["type"] == "status" && event["message"] == "ready");
+
+    let mut screen = to_terminal(&mut client);
+    screen.until_shows(&mut client, "Answered in chat");
+    model.push(claude_said("Answered in the TUI"));
+    type_line(&mut client, &mut screen, "typed in the TUI");
+    screen.until_shows(&mut client, "Answered in the TUI");
+
+    let transcript = back_to_chat(&mut client);
+    assert!(
+        said_in(&transcript, "user", "first in chat"),
+        "{transcript}"
+    );
+    assert!(
+        said_in(&transcript, "user", "typed in the TUI"),
+        "{transcript}"
+    );
+    assert!(
+        said_in(&transcript, "assistant", "Answered in the TUI"),
+        "{transcript}"
+    );
+
+    model.push(claude_said("Back in chat"));
+    client.send(json!({"op": "user_message", "content": "after the TUI"}));
+    client.until(|event| event["type"] == "assistant_delta");
+    client.until(|event| event["type"] == "status" && event["message"] == "ready");
+}
