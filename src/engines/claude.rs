@@ -996,6 +996,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_session_files_messages_are_read_back_without_commands_or_tool_results() {
+        let lines = [
+            json!({"type": "user", "message": {"role": "user", "content": "first"}}),
+            json!({"type": "assistant", "message": {"content": [
+                {"type": "text", "text": "one "}, {"type": "tool_use", "id": "t", "name": "Bash", "input": {}}]}}),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "two"}]}}),
+            json!({"type": "user", "isMeta": true, "message": {"content": "Caveat: local commands"}}),
+            json!({"type": "user", "message": {"content": "<command-name>/exit</command-name>"}}),
+            json!({"type": "user", "message": {"content": [{"type": "text", "text": "second"}]}}),
+            json!({"type": "summary", "summary": "x"}),
+        ];
+        let mut text: Vec<String> = lines.iter().map(Value::to_string).collect();
+        text.insert(2, "not json".to_owned());
+        assert_eq!(
+            history_of(&text.join("\n")),
+            [
+                HistoryItem::User("first".into()),
+                HistoryItem::Assistant("one two".into()),
+                HistoryItem::User("second".into()),
+            ]
+        );
+    }
+
+    #[test]
     fn cards_name_the_call() {
         let card = card_of("Bash", &json!({"command": "cargo test"}));
         assert_eq!(card.kind, Some(CallKind::Execute));

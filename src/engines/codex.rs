@@ -1135,6 +1135,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_resumed_threads_turns_are_read_back_as_messages() {
+        let answer = json!({"thread": {"id": "t", "turns": [
+            {"id": "1", "items": [
+                {"type": "userMessage", "id": "u", "content": [{"type": "text", "text": "hi"}]},
+                {"type": "reasoning", "id": "r", "summary": []},
+                {"type": "commandExecution", "id": "c", "command": "ls"},
+                {"type": "agentMessage", "id": "a", "text": "hello"}]},
+            {"id": "2", "items": [
+                {"type": "userMessage", "id": "u2", "content": [{"type": "image", "url": "x"}]},
+                {"type": "agentMessage", "id": "a2", "text": ""}]},
+        ]}});
+        assert_eq!(
+            history_of(&answer),
+            [
+                HistoryItem::User("hi".into()),
+                HistoryItem::Assistant("hello".into()),
+            ]
+        );
+        assert_eq!(history_of(&json!({"thread": {"id": "t"}})), []);
+    }
+
+    #[test]
     fn a_thread_answer_names_its_mode() {
         let answer = json!({"approvalPolicy": "never", "sandbox": {"type": "dangerFullAccess"}});
         assert_eq!(mode_of(&answer), Some("full-access"));

@@ -1704,4 +1704,25 @@ mod tests {
         assert_eq!(approval_mode_of("default"), Some(ApprovalMode::Manual));
         assert_eq!(approval_mode_of("something"), None);
     }
+
+    #[test]
+    fn the_terminal_takes_the_size_of_the_client_that_used_it_last() {
+        let mut sizes = Sizes::default();
+        assert_eq!(sizes.current(), terminal::DEFAULT_SIZE);
+        sizes.set(1, (100, 30));
+        sizes.set(2, (80, 20));
+        assert_eq!(sizes.current(), (80, 20));
+        // Input from client 1 brings the terminal back to its size; again, no change.
+        assert_eq!(sizes.used(1), Some((100, 30)));
+        assert_eq!(sizes.used(1), None);
+        assert_eq!(sizes.current(), (100, 30));
+        // A client that never said its size does not decide.
+        assert_eq!(sizes.used(3), None);
+        assert_eq!(sizes.current(), (100, 30));
+        for client in 10..10 + SIZES_KEPT as u64 {
+            sizes.set(client, (50, 10));
+        }
+        assert_eq!(sizes.by_client.len(), SIZES_KEPT);
+        assert_eq!(sizes.of(1), None);
+    }
 }

@@ -307,3 +307,71 @@ fn write_input(mut writer: Box<dyn Write + Send>, input: std::sync::mpsc::Receiv
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(script: &str) -> Spec {
+        Spec {
+            command: "sh".to_owned(),
+            args: vec!["-c".to_owned(), script.to_owned()],
+            env: std::env::vars().collect(),
+            cwd: std::env::temp_dir(),
+            cols: 40,
+            rows: 5,
+        }
+    }
+
+    /// Reports until the terminal's exit, the output fed to its screen.
+    async fn until_exit(terminal: &mut Terminal) -> String {
+        loop {
+            match terminal.report().await {
+                Some(Report::Output(data)) => {
+                    terminal.shown(&data);
+                }
+                Some(Report::Exited(how)) => return how,
+                None => return "no exit".to_owned(),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn output_input_and_size_go_through_the_terminal_and_its_repaint_draws_the_screen() {
+        let mut terminal = Terminal::start(spec(
+            "printf '\\033[1mbold\\033[0m %s\\r\\n' \"$(stty size)\"; read line; printf 'got %s' \"$line\"; exit 3",
+        ))
+        .unwrap();
+        assert_eq!(terminal.size(), (40, 5));
+        terminal.write(Bytes::from_static(b"keys\r")).unwrap();
+        let how = until_exit(&mut terminal).await;
+        assert_eq!(how, "exited with status 3");
+        let text = terminal.screen.screen().contents();
+        assert!(text.contains("bold 5 40"), "{text}");
+        assert!(text.contains("got keys"), "{text}");
+        assert!(terminal.seq() >= 1);
+        let mut fresh = vt100::Parser::new(
+            std::num::NonZeroU16::new(5).unwrap(),
+            std::num::NonZeroU16::new(40).unwrap(),
+            0,
+        );
+        fresh.process(&terminal.repaint());
+        assert_eq!(fresh.screen().contents(), text);
+        // The attributes too (the echo of the keys may come before or after the line).
+        assert_eq!(
+            fresh.screen().contents_formatted(),
+            terminal.screen.screen().contents_formatted()
+        );
+        assert!(terminal.resize(1000, 0));
+        assert_eq!(terminal.size(), (MAX_COLS, 1));
+        assert!(!terminal.resize(MAX_COLS, 1));
+    }
+
+    #[tokio::test]
+    async fn a_killed_terminal_reports_its_exit_and_takes_its_group_along() {
+        let mut terminal = Terminal::start(spec("sleep 1000 & wait")).unwrap();
+        terminal.kill();
+        let how = until_exit(&mut terminal).await;
+        assert_eq!(how, "was ended by Killed");
+    }
+}
