@@ -30,6 +30,11 @@ struct Hosting {
 }
 
 fn hosting(model: MockModel, extra: &str) -> Hosting {
+    hosting_with(model, extra, "")
+}
+
+/// [`hosting`] with top-level tables of the daemon's config (`[daemon]`).
+fn hosting_with(model: MockModel, extra: &str, tables: &str) -> Hosting {
     let agent_home = Home::new();
     agent_home.mock_config_in_mode(&model.base_url(), "manual");
     let home = Home::new();
@@ -37,7 +42,7 @@ fn hosting(model: MockModel, extra: &str) -> Hosting {
     home.write_config(&format!(
         "[engines.self]\nkind = \"acp\"\ncommand = \"{}\"\nargs = [\"acp\", \"--in-process\"]\n\
          tui = \"python3\"\ntui_args = [\"{}\", \"{{session}}\"]\n{extra}\n\
-         env = {{ JUCODE_HOME = \"{}\", TUI_MARK = \"{mark}\" }}\n",
+         env = {{ JUCODE_HOME = \"{}\", TUI_MARK = \"{mark}\" }}\n{tables}",
         env!("CARGO_BIN_EXE_jucode"),
         tui_script().display(),
         agent_home.path().display()
@@ -495,4 +500,37 @@ fn surface_is_an_error_where_there_is_no_tui() {
     serve.send(json!({"op": "term_input", "data": "%%%"}));
     let message = last_message(&serve.until("error"));
     assert!(message.contains("no terminal"), "{message}");
+}
+
+#[test]
+fn a_client_that_does_not_read_the_terminal_is_cut_off_and_the_others_get_it_all() {
+    // Small limits keep the test fast: the stalled client is cut off 64 KiB behind.
+    let hosting = hosting_with(
+        MockModel::start(),
+        "",
+        "[daemon]\nmax_client_bytes = 65536\n",
+    );
+    let _guard = DaemonGuard(&hosting.home);
+    let (mut a, id) = hosting.open();
+    let mut screen = to_terminal(&mut a, &id);
+    screen.until_shows(&mut a, "keys");
+    let mut stalled = Raw::connect(&hosting.home);
+    stalled.send(json!({"op": "attach", "session": id}));
+    stalled.until("term_snapshot", Some(&id));
+    // From here the stalled client reads nothing; the TUI floods the terminal.
+    a.send(keys("F"));
+    screen.until_shows(&mut a, "keys flooded");
+    stalled
+        .stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stalled.stream, &mut rest);
+    let last = rest.lines().last().expect("some output before the cut");
+    let last: Value = serde_json::from_str(last).expect("the last line is whole JSON");
+    assert_eq!(last["type"], "error", "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("behind"),
+        "{last}"
+    );
 }

@@ -3,7 +3,7 @@
 
 It runs on the alternate screen and redraws all of it in one write whenever something
 changes: its first argument (the conversation it was started on), its size, and the
-keys typed so far. `q` or Ctrl-D quits (leaving the alternate screen); with TUI_HANG=1 it
+keys typed so far. `F` writes a flood of lines first. `q` or Ctrl-D quits (leaving the alternate screen); with TUI_HANG=1 it
 never quits and ignores SIGHUP and SIGTERM, as a hung TUI would. It starts a child that
 sleeps, which must not outlive it. Nothing here sleeps to synchronise: it reacts to keys
 and to SIGWINCH only.
@@ -72,7 +72,12 @@ def main():
                     child.kill()
                     child.wait()
                     return
-                if key.isprintable():
+                if key == "F":
+                    # A flood of output, for a client that does not read.
+                    for line in range(int(os.environ.get("TUI_FLOOD_LINES", "20000"))):
+                        write(f"line {line}\r\n")
+                    typed += "flooded"
+                elif key.isprintable():
                     typed += key
             draw(typed)
 
