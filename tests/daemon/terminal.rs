@@ -510,6 +510,11 @@ fn a_client_that_does_not_read_the_terminal_is_cut_off_and_the_others_get_it_all
         "",
         "[daemon]\nmax_client_bytes = 65536\n",
     );
+    // More than the limit and what the socket's buffers hold: some 3.5 MB of events.
+    let config = std::fs::read_to_string(hosting.home.path().join("config.toml")).unwrap();
+    hosting
+        .home
+        .write_config(&config.replace("TUI_MARK =", "TUI_FLOOD_LINES = \"200000\", TUI_MARK ="));
     let _guard = DaemonGuard(&hosting.home);
     let (mut a, id) = hosting.open();
     let mut screen = to_terminal(&mut a, &id);
