@@ -22,8 +22,10 @@ pub const DEFAULT_SIZE: (u16, u16) = (80, 24);
 /// most this many cells).
 pub const MAX_COLS: u16 = 500;
 pub const MAX_ROWS: u16 = 200;
-/// The most bytes one `term_output` carries (one read of the terminal).
-const CHUNK: usize = 16 * 1024;
+/// The most bytes one `term_output` carries (one read of the terminal): small enough
+/// that the daemon's fan-out batch of them (256) stays far below a client's byte limit
+/// above its pacing threshold, so a client that reads is never cut off by a burst.
+const CHUNK: usize = 4 * 1024;
 /// Output chunks read ahead of the session: a full queue stops reading, so the TUI
 /// waits on its writes rather than memory growing.
 const OUTPUT_QUEUE: usize = 64;

@@ -504,17 +504,19 @@ fn surface_is_an_error_where_there_is_no_tui() {
 
 #[test]
 fn a_client_that_does_not_read_the_terminal_is_cut_off_and_the_others_get_it_all() {
-    // Small limits keep the test fast: the stalled client is cut off 64 KiB behind.
+    // Small limits keep the test fast: the stalled client is cut off 4 MiB behind. The
+    // reading one never is: the session is paced at half that, and a burst past it is at
+    // most 256 chunks of 4 KiB.
     let hosting = hosting_with(
         MockModel::start(),
         "",
-        "[daemon]\nmax_client_bytes = 65536\n",
+        "[daemon]\nmax_client_bytes = 4194304\n",
     );
-    // More than the limit and what the socket's buffers hold: some 3.5 MB of events.
+    // More than the limit and what the socket's buffers hold: some 9 MB of events.
     let config = std::fs::read_to_string(hosting.home.path().join("config.toml")).unwrap();
     hosting
         .home
-        .write_config(&config.replace("TUI_MARK =", "TUI_FLOOD_LINES = \"200000\", TUI_MARK ="));
+        .write_config(&config.replace("TUI_MARK =", "TUI_FLOOD_LINES = \"500000\", TUI_MARK ="));
     let _guard = DaemonGuard(&hosting.home);
     let (mut a, id) = hosting.open();
     let mut screen = to_terminal(&mut a, &id);
