@@ -182,7 +182,9 @@ pub async fn open(request: Request) -> Result<Opened, String> {
             .startup_timeout_ms
             .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
         tui: None,
-        history: false,
+        // A saved conversation may have gone on without the session (its TUI ran when
+        // the daemon stopped): what the agent has beyond it is read back.
+        history: saved.is_some(),
     };
     launch.tui = tui_of(&config, &launch);
     let (agent, started) = start(launch.clone()).await?;

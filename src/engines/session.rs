@@ -192,6 +192,10 @@ impl Hosted {
     }
 
     pub async fn run(mut self, mut inputs: mpsc::Receiver<Input>, notices: Vec<String>) {
+        if let Some(history) = self.started.history.take() {
+            let known = self.user_messages();
+            self.import(history, known);
+        }
         for line in self.startup_batch() {
             let _ = self.output.sender().send(Outbound::Line(line)).await;
         }
@@ -677,12 +681,7 @@ impl Hosted {
         let Some(tui) = self.launch.tui.clone() else {
             return;
         };
-        let known_users = self
-            .store
-            .branch()
-            .iter()
-            .filter(|entry| matches!(entry.body, EntryBody::User { .. }))
-            .count();
+        let known_users = self.user_messages();
         let session = self.started.session.clone();
         self.stop_agent().await;
         let (cols, rows) = self.sizes.current();
@@ -795,6 +794,15 @@ impl Hosted {
         let items = self.store.transcript_items();
         self.output.emit_transcript(&items).await;
         self.start_next().await;
+    }
+
+    /// The user messages of the conversation's active branch.
+    fn user_messages(&self) -> usize {
+        self.store
+            .branch()
+            .iter()
+            .filter(|entry| matches!(entry.body, EntryBody::User { .. }))
+            .count()
     }
 
     /// What the agent's history has after the first `known_users` user messages: what

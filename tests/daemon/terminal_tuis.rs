@@ -64,6 +64,34 @@ impl Client {
         client
     }
 
+    /// A client attaching to `session` (loaded from its file when it is not running).
+    fn attach(home: &Home, session: &str) -> Client {
+        let stream = UnixStream::connect(home.socket()).expect("connect");
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                let Ok(line) = line else { return };
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    return;
+                };
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut client = Client {
+            stream,
+            lines,
+            session: session.to_owned(),
+            seen: Vec::new(),
+        };
+        let mut env: HashMap<String, String> = std::env::vars().collect();
+        env.insert("JUCODE_HOME".to_owned(), home.path().display().to_string());
+        client.send(json!({"op": "attach", "session": session, "env": env}));
+        client
+    }
+
     fn send(&mut self, op: Value) {
         writeln!(self.stream, "{op}").unwrap();
     }
@@ -188,16 +216,16 @@ fn codex_said(text: &str) -> Reply {
     ])
 }
 
-#[test]
-fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
-    let program =
-        match crate::common::daemon::npm_agent("JUCODE_CODEX", "codex-npm", "codex", "codex") {
-            Ok(program) => program,
-            Err(why) => {
-                println!("SKIPPED: the Codex TUI test: {why}");
-                return;
-            }
-        };
+/// A daemon (started) whose `[engines.codex]` runs `program` on the mock, with a home of
+/// its own for Codex that trusts the working directory.
+struct CodexHosting {
+    model: MockModel,
+    home: Home,
+    work: tempfile::TempDir,
+    _codex_home: tempfile::TempDir,
+}
+
+fn codex_hosting(program: &Path) -> CodexHosting {
     let model = MockModel::start();
     let codex_home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -223,12 +251,37 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
     ));
     let started = home.jucode(&["daemon", "start"]);
     assert!(started.status.success(), "{started:?}");
+    CodexHosting {
+        model,
+        home,
+        work,
+        _codex_home: codex_home,
+    }
+}
+
+fn codex_or_skip() -> Option<std::path::PathBuf> {
+    match crate::common::daemon::npm_agent("JUCODE_CODEX", "codex-npm", "codex", "codex") {
+        Ok(program) => Some(program),
+        Err(why) => {
+            println!("SKIPPED: the Codex TUI test: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
+    let Some(program) = codex_or_skip() else {
+        return;
+    };
+    let fx = codex_hosting(&program);
+    let (model, home, work) = (&fx.model, &fx.home, &fx.work);
     let _guard = DaemonGuard(&home);
 
     // The TUI names its thread after its first message there.
     model.answer_every("task title", || codex_said("A title"));
     model.push(codex_said("Answered in chat"));
-    let mut client = Client::open(&home, work.path(), "codex");
+    let mut client = Client::open(home, work.path(), "codex");
     client.send(json!({"op": "user_message", "content": "first in chat"}));
     client.until(|event| event["type"] == "status" && event["message"] == "ready");
 
@@ -258,6 +311,75 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
     client.send(json!({"op": "user_message", "content": "after the TUI"}));
     client.until(|event| event["type"] == "assistant_delta");
     client.until(|event| event["type"] == "status" && event["message"] == "ready");
+}
+
+/// How often the transcript has a message of `role` containing `text`.
+fn times_said(transcript: &Value, role: &str, text: &str) -> usize {
+    transcript["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| {
+            item["role"] == role
+                && item["content"]
+                    .as_str()
+                    .is_some_and(|said| said.contains(text))
+        })
+        .count()
+}
+
+#[test]
+fn what_was_said_in_codexs_tui_survives_a_killed_daemon() {
+    let Some(program) = codex_or_skip() else {
+        return;
+    };
+    let fx = codex_hosting(&program);
+    let _guard = DaemonGuard(&fx.home);
+    fx.model
+        .answer_every("task title", || codex_said("A title"));
+    fx.model.push(codex_said("Answered in chat"));
+    let mut client = Client::open(&fx.home, fx.work.path(), "codex");
+    let session = client.session.clone();
+    client.send(json!({"op": "user_message", "content": "first in chat"}));
+    client.until(|event| event["type"] == "status" && event["message"] == "ready");
+    let mut screen = to_terminal(&mut client);
+    screen.until_shows(&mut client, "Answered in chat");
+    fx.model.push(codex_said("Answered in the TUI"));
+    type_line(&mut client, &mut screen, "typed in the TUI");
+    screen.until_shows(&mut client, "Answered in the TUI");
+
+    // The daemon dies with the conversation on the TUI, the TUI with it (its terminal
+    // hangs up). The session, resumed, has what was said there, once.
+    let pid = fx.home.daemon_status().unwrap()["pid"].as_u64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    while fx.home.daemon_status().is_some() {
+        assert!(Instant::now() < deadline, "the daemon did not go");
+        std::thread::yield_now();
+    }
+    let started = fx.home.jucode(&["daemon", "start"]);
+    assert!(started.status.success(), "{started:?}");
+    let mut again = Client::attach(&fx.home, &session);
+    let transcript = again.until(|event| event["type"] == "transcript");
+    assert_eq!(
+        times_said(&transcript, "user", "first in chat"),
+        1,
+        "{transcript}"
+    );
+    assert_eq!(
+        times_said(&transcript, "user", "typed in the TUI"),
+        1,
+        "{transcript}"
+    );
+    assert_eq!(
+        times_said(&transcript, "assistant", "Answered in the TUI"),
+        1,
+        "{transcript}"
+    );
 }
 
 // ---- Claude Code ----
