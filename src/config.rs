@@ -200,7 +200,8 @@ pub struct EngineConfig {
     /// What is typed into the TUI to ask it to quit, as its user would (default:
     /// `/exit` and Enter for Claude Code, `/quit` and Enter for Codex, Ctrl-D otherwise).
     pub tui_quit: Option<String>,
-    /// How long the TUI has to quit before its process group is killed (default 5000).
+    /// How long the TUI has to quit before its process group is killed (default 5000;
+    /// 15000 for Claude Code).
     pub tui_grace_ms: Option<u64>,
 }
 

@@ -256,6 +256,9 @@ pub async fn open(request: Request) -> Result<Opened, String> {
 
 /// How long a TUI asked to quit has before it is killed, by default.
 pub const DEFAULT_TUI_GRACE: Duration = Duration::from_secs(5);
+/// Claude Code's TUI can take several seconds to exit after `/exit` (measured up to
+/// about 6 s with 2.1.332, its conversation already saved): it gets longer.
+const CLAUDE_TUI_GRACE: Duration = Duration::from_secs(15);
 
 /// The engine's TUI (`surface terminal`): Claude Code's and Codex's own by default, an
 /// ACP engine's only where its entry names one.
@@ -289,9 +292,14 @@ fn tui_of(config: &EngineConfig, launch: &agent::Launch) -> Option<agent::Tui> {
         command: config.tui.clone().unwrap_or(command),
         args: config.tui_args.clone().unwrap_or(default_args),
         quit: config.tui_quit.clone().unwrap_or_else(|| quit.to_owned()),
-        grace: config
-            .tui_grace_ms
-            .map_or(DEFAULT_TUI_GRACE, Duration::from_millis),
+        grace: config.tui_grace_ms.map_or(
+            if config.kind == EngineKind::ClaudeCode {
+                CLAUDE_TUI_GRACE
+            } else {
+                DEFAULT_TUI_GRACE
+            },
+            Duration::from_millis,
+        ),
     })
 }
 

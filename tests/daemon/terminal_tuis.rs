@@ -178,8 +178,27 @@ fn type_line(client: &mut Client, screen: &mut Screen, text: &str) {
 }
 
 /// Back to chat; the transcript every client gets then.
-fn back_to_chat(client: &mut Client) -> Value {
+fn back_to_chat(client: &mut Client, screen: &mut Screen) -> Value {
     client.send(json!({"op": "surface", "to": "chat"}));
+    // It quits as asked, within the grace period (not killed).
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    let quit = loop {
+        let Some(event) = client.next(deadline) else {
+            panic!("no quit; the screen:\n{}", screen.text());
+        };
+        screen.take(&event);
+        if event["type"] == "info" && event["message"].as_str().unwrap_or("").contains("'s TUI") {
+            break event;
+        }
+    };
+    assert!(
+        quit["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("'s TUI exited with status 0"),
+        "{quit}; the screen:\n{}",
+        screen.text()
+    );
     let back = client.until(|event| event["type"] == "surface");
     assert_eq!(back["surface"], "chat", "{back}");
     client.until(|event| event["type"] == "transcript")
@@ -292,7 +311,7 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
     type_line(&mut client, &mut screen, "typed in the TUI");
     screen.until_shows(&mut client, "Answered in the TUI");
 
-    let transcript = back_to_chat(&mut client);
+    let transcript = back_to_chat(&mut client, &mut screen);
     assert!(
         said_in(&transcript, "user", "first in chat"),
         "{transcript}"
@@ -457,7 +476,7 @@ fn a_message_typed_in_claude_codes_tui_is_in_the_structured_transcript() {
     type_line(&mut client, &mut screen, "typed in the TUI");
     screen.until_shows(&mut client, "Answered in the TUI");
 
-    let transcript = back_to_chat(&mut client);
+    let transcript = back_to_chat(&mut client, &mut screen);
     assert!(
         said_in(&transcript, "user", "first in chat"),
         "{transcript}"
