@@ -176,7 +176,7 @@ async fn start_on(
         .get("claude_code_version")
         .and_then(Value::as_str)
         .map(|version| format!("Claude Code {version}"));
-    let started = Started {
+    let mut started = Started {
         session: session.to_owned(),
         agent,
         capabilities: json!({
@@ -191,8 +191,15 @@ async fn start_on(
         settings: driver.settings.clone(),
         not_loaded: None,
         commands,
-        history: (resume && launch.history).then(|| history(launch, session)),
+        history: None,
     };
+    if resume && launch.history {
+        // A long conversation's file is read off the async workers.
+        let (launch, session) = (launch.clone(), session.to_owned());
+        started.history = tokio::task::spawn_blocking(move || history(&launch, &session))
+            .await
+            .ok();
+    }
     let (commands_tx, commands_rx) = mpsc::channel(64);
     let (events_tx, events) = mpsc::channel(1024);
     driver.events = Some(events_tx);
