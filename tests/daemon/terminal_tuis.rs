@@ -295,7 +295,7 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
     };
     let fx = codex_hosting(&program);
     let (model, home, work) = (&fx.model, &fx.home, &fx.work);
-    let _guard = DaemonGuard(&home);
+    let _guard = DaemonGuard(home);
 
     // The TUI names its thread after its first message there.
     model.answer_every("task title", || codex_said("A title"));
