@@ -229,6 +229,26 @@ fn a_tui_is_shared_by_its_clients_and_the_conversation_comes_back() {
     screen_a.take(&resized);
     screen_a.until_shows(&mut a, "size 100x30");
 
+    // Keys that are not base64 are an error; a size past the bounds is clamped.
+    a.send(json!({"op": "term_input", "data": "not base64!"}));
+    let message = last_message(&a.until("error", Some(&id)));
+    assert!(message.contains("not base64"), "{message}");
+    a.send(json!({"op": "term_resize", "cols": 60000, "rows": 60000}));
+    let huge = a.until("surface", Some(&id)).pop().unwrap();
+    assert_eq!(
+        (
+            huge["terminal"]["cols"].as_u64(),
+            huge["terminal"]["rows"].as_u64()
+        ),
+        (Some(500), Some(200))
+    );
+    screen_a.take(&huge);
+    screen_a.until_shows(&mut a, "size 500x200");
+    a.send(json!({"op": "term_resize", "cols": 100, "rows": 30}));
+    let back = a.until("surface", Some(&id)).pop().unwrap();
+    screen_a.take(&back);
+    screen_a.until_shows(&mut a, "size 100x30");
+
     // Input from one client reaches the TUI; both see what it draws.
     a.send(keys("ab"));
     screen_a.until_shows(&mut a, "keys ab");
