@@ -190,6 +190,19 @@ pub struct EngineConfig {
     pub default_config_options: BTreeMap<String, String>,
     /// How long starting the agent (`initialize` and opening its session) may take.
     pub startup_timeout_ms: Option<u64>,
+    /// The engine's own TUI, which `surface terminal` runs on the same conversation
+    /// (default: the engine's `command` for `claude-code` and `codex`; an `acp` engine
+    /// has one only when this is set).
+    pub tui: Option<String>,
+    /// Its arguments, `{session}` standing for the agent's id of the conversation
+    /// (default: `--resume {session}` for Claude Code, `resume {session}` for Codex).
+    pub tui_args: Option<Vec<String>>,
+    /// What is typed into the TUI to ask it to quit, as its user would (default:
+    /// `/exit` and Enter for Claude Code, `/quit` and Enter for Codex, Ctrl-D otherwise).
+    pub tui_quit: Option<String>,
+    /// How long the TUI has to quit before its process group is killed (default 5000;
+    /// 15000 for Claude Code).
+    pub tui_grace_ms: Option<u64>,
 }
 
 /// `[sandbox]`: the mode sessions start in, extra writable places, the network.

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use strum::IntoEnumIterator;
 
 use super::ports::project::TrustDecision;
-use crate::protocol::{CommandInfo, Decision, SandboxMode};
+use crate::protocol::{CommandInfo, Decision, SandboxMode, Surface};
 
 /// The built-in slash commands.
 #[derive(
@@ -43,6 +43,8 @@ enum CommandName {
     Trust,
     #[strum(serialize = "/sandbox")]
     Sandbox,
+    #[strum(serialize = "/terminal")]
+    Terminal,
     #[strum(serialize = "/quit")]
     Quit,
     #[strum(serialize = "/exit")]
@@ -52,6 +54,12 @@ enum CommandName {
 impl CommandName {
     fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Commands only sessions of other engines offer (`/terminal`): jucode's own
+    /// session neither lists them nor runs them.
+    fn hosted_only(self) -> bool {
+        matches!(self, Self::Terminal)
     }
 
     /// `(arguments, description)` as `command_list` and `/help` show them.
@@ -100,6 +108,10 @@ impl CommandName {
                 "[read-only|workspace-write|off]",
                 "Show the sandbox commands run in (a sandbox event), or change its mode for this session",
             ),
+            Self::Terminal => (
+                "[chat]",
+                "Move the conversation to its engine's own TUI on a terminal clients attach to (hosted Claude Code, Codex and ACP engines with a `tui`), or back",
+            ),
             Self::Quit => ("", "End the session"),
             Self::Exit => ("", "End the session (same as /quit)"),
         }
@@ -147,10 +159,13 @@ pub enum Command<'a> {
     /// `/sandbox` alone: the `sandbox` event, to the asker.
     SandboxView,
     SetSandbox(SandboxMode),
+    /// `/terminal [chat]`, as the `surface` op.
+    Surface(Surface),
 }
 
 pub fn command_list() -> Vec<CommandInfo> {
     CommandName::iter()
+        .filter(|name| !name.hosted_only())
         .map(|name| {
             let (args, description) = name.usage();
             CommandInfo {
@@ -165,7 +180,7 @@ pub fn command_list() -> Vec<CommandInfo> {
 
 pub fn help_text() -> String {
     let mut text = String::from("Commands:");
-    for name in CommandName::iter() {
+    for name in CommandName::iter().filter(|name| !name.hosted_only()) {
         let (args, description) = name.usage();
         let usage = if args.is_empty() {
             name.as_str().to_owned()
@@ -263,6 +278,14 @@ pub fn parse(input: &str) -> Result<Command<'_>, String> {
                 CommandName::Sandbox.usage().0
             )),
         },
+        CommandName::Terminal => match args.as_slice() {
+            [] => Ok(Command::Surface(Surface::Terminal)),
+            ["chat"] => Ok(Command::Surface(Surface::Chat)),
+            _ => Err(format!(
+                "usage: /terminal {}",
+                CommandName::Terminal.usage().0
+            )),
+        },
         CommandName::Model => match args.as_slice() {
             [] => Ok(Command::ModelView),
             [model] => Ok(Command::SwitchModel {
@@ -302,6 +325,25 @@ pub fn is_builtin(name: &str) -> bool {
 pub fn resume_target(input: &str) -> Option<String> {
     match parse(input) {
         Ok(Command::Resume(id)) => Some(id.to_owned()),
+        _ => None,
+    }
+}
+
+/// `/terminal` as hosted sessions list it.
+pub fn terminal_command() -> CommandInfo {
+    let (args, description) = CommandName::Terminal.usage();
+    CommandInfo {
+        command: CommandName::Terminal.as_str().to_owned(),
+        marker: None,
+        args: args.to_owned(),
+        description: description.to_owned(),
+    }
+}
+
+/// The surface a `/terminal` line asks for, if it is one.
+pub fn surface_target(input: &str) -> Option<Surface> {
+    match parse(input) {
+        Ok(Command::Surface(surface)) => Some(surface),
         _ => None,
     }
 }
@@ -376,6 +418,13 @@ mod tests {
                 .contains("invalid sandbox mode")
         );
         assert!(is_builtin("/trust") && !is_builtin("/review"));
+        assert_eq!(surface_target("/terminal"), Some(Surface::Terminal));
+        assert_eq!(surface_target("/terminal chat"), Some(Surface::Chat));
+        assert!(
+            !command_list()
+                .iter()
+                .any(|info| info.command == "/terminal")
+        );
         assert_eq!(parse("/mcp"), Ok(Command::McpView));
         assert_eq!(parse("/mcp retry fs"), Ok(Command::McpRetry("fs")));
         assert_eq!(parse("/mcp login gh"), Ok(Command::McpLogin("gh")));

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::agent::{Agent, Command, Event, Launch, MODE_OPTION, Settings, Started, TurnStop};
+use super::agent::{
+    Agent, Command, Event, HistoryItem, Launch, MODE_OPTION, Settings, Started, TurnStop,
+};
 use super::child::{self, Failure};
 use super::rpc::{self, CallError, Incoming, Rpc};
 use crate::mcp::process::{self, Group, StderrTail};
@@ -109,10 +111,12 @@ async fn open_session(
     let cwd = launch.cwd.display().to_string();
     let mut not_loaded = None;
     let mut opened = None;
+    let mut history = launch.history.then(Vec::new);
     if let Some(id) = &launch.load {
         if loads {
             let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
-            match call_draining(rpc, incoming, &mut commands, "session/load", params).await {
+            let replay = history.as_mut();
+            match replaying(rpc, incoming, &mut commands, replay, "session/load", params).await {
                 Ok(result) => opened = Some((id.clone(), result)),
                 Err(CallError::Gone) => return Err(failed("session/load", CallError::Gone)),
                 Err(err) => {
@@ -179,6 +183,8 @@ async fn open_session(
         steer: false,
         resume,
         settings,
+        // Read back from the replay of `session/load`.
+        history: history.filter(|_| not_loaded.is_none() && loads),
         not_loaded,
         commands,
     })
@@ -203,11 +209,46 @@ async fn call_draining(
     method: &str,
     params: Value,
 ) -> Result<Value, CallError> {
+    replaying(rpc, incoming, commands, None, method, params).await
+}
+
+/// [`call_draining`], the replay's messages kept in `history` when given (after the
+/// engine's TUI, whose turns the session did not see).
+async fn replaying(
+    rpc: &Rpc,
+    incoming: &mut mpsc::Receiver<Incoming>,
+    commands: &mut Option<Vec<CommandInfo>>,
+    mut history: Option<&mut Vec<HistoryItem>>,
+    method: &str,
+    params: Value,
+) -> Result<Value, CallError> {
     rpc.call_draining(incoming, method, params, |_, params| {
         let update = params.get("update").unwrap_or(&Value::Null);
-        if update.get("sessionUpdate").and_then(Value::as_str) == Some("available_commands_update")
-        {
-            *commands = Some(commands_of(update));
+        let text = || {
+            update
+                .pointer("/content/text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("available_commands_update") => *commands = Some(commands_of(update)),
+            Some("user_message_chunk") => {
+                if let Some(history) = history.as_deref_mut() {
+                    match history.last_mut() {
+                        Some(HistoryItem::User(said)) => said.push_str(text()),
+                        _ => history.push(HistoryItem::User(text().to_owned())),
+                    }
+                }
+            }
+            Some("agent_message_chunk") => {
+                if let Some(history) = history.as_deref_mut() {
+                    match history.last_mut() {
+                        Some(HistoryItem::Assistant(said)) => said.push_str(text()),
+                        _ => history.push(HistoryItem::Assistant(text().to_owned())),
+                    }
+                }
+            }
+            _ => {}
         }
     })
     .await
@@ -392,12 +433,12 @@ impl Driver {
                 }
                 command = commands.recv() => match command {
                     Some(command) => self.command(command).await,
-                    // The session is gone: so is its agent (the group is killed on drop).
+                    // The session is gone, or moves to the TUI: so is its agent.
                     None => break,
                 },
             }
         }
-        drop(group);
+        child::stop(child, group).await;
     }
 
     async fn emit(&self, event: Event) {

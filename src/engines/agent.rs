@@ -169,6 +169,30 @@ pub struct Launch {
     pub provider: Option<ProviderRoute>,
     /// How long `initialize` and opening the session may take.
     pub startup: Duration,
+    /// The engine's own TUI, where it has one (`surface terminal`).
+    pub tui: Option<Tui>,
+    /// Whether the driver reads back the conversation it loads
+    /// ([`Started::history`]): after the TUI, whose turns the session did not see.
+    pub history: bool,
+}
+
+/// How to run an engine's TUI on a conversation.
+#[derive(Debug, Clone)]
+pub struct Tui {
+    pub command: String,
+    /// `{session}` stands for the agent's id of the conversation.
+    pub args: Vec<String>,
+    /// Typed into it to ask it to quit.
+    pub quit: String,
+    /// How long it has to quit before it is killed.
+    pub grace: Duration,
+}
+
+/// One message of a conversation as the agent keeps it, read back after its TUI ran.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistoryItem {
+    User(String),
+    Assistant(String),
 }
 
 /// What the agent said about itself as it started.
@@ -189,6 +213,9 @@ pub struct Started {
     pub not_loaded: Option<String>,
     /// The commands the agent announced while opening, if it did.
     pub commands: Option<Vec<CommandInfo>>,
+    /// The loaded conversation's messages as the agent keeps them, when
+    /// [`Launch::history`] asked and the driver can read them.
+    pub history: Option<Vec<HistoryItem>>,
 }
 
 /// A running agent: what the session sends it and what it reports. Dropping it stops

@@ -75,6 +75,14 @@ fn exit_words(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// Stops an agent the session no longer wants and waits (a little) until it is gone,
+/// so that whoever runs on its conversation next is the only one on it.
+pub async fn stop(mut child: Child, group: Group) {
+    group.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+    group.reaper().reaped();
+}
+
 /// Writes each line to the agent's stdin as it comes, until either side is gone.
 pub async fn write_lines(mut input: impl AsyncWrite + Unpin, mut lines: mpsc::Receiver<Bytes>) {
     while let Some(line) = lines.recv().await {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
-use super::agent::{Agent, Command, Event, Launch, Settings, Started, TurnStop};
+use super::agent::{Agent, Command, Event, HistoryItem, Launch, Settings, Started, TurnStop};
 use super::child::{self, Failure};
 use crate::mcp::process::{self, Group, StderrTail};
 use crate::protocol::{
@@ -176,7 +176,7 @@ async fn start_on(
         .get("claude_code_version")
         .and_then(Value::as_str)
         .map(|version| format!("Claude Code {version}"));
-    let started = Started {
+    let mut started = Started {
         session: session.to_owned(),
         agent,
         capabilities: json!({
@@ -191,7 +191,15 @@ async fn start_on(
         settings: driver.settings.clone(),
         not_loaded: None,
         commands,
+        history: None,
     };
+    if resume && launch.history {
+        // A long conversation's file is read off the async workers.
+        let (launch, session) = (launch.clone(), session.to_owned());
+        started.history = tokio::task::spawn_blocking(move || history(&launch, &session))
+            .await
+            .ok();
+    }
     let (commands_tx, commands_rx) = mpsc::channel(64);
     let (events_tx, events) = mpsc::channel(1024);
     driver.events = Some(events_tx);
@@ -206,6 +214,83 @@ async fn start_on(
 }
 
 type Output = FramedRead<tokio::process::ChildStdout, LineCodec>;
+
+/// The conversation `session` as Claude Code keeps it
+/// (`<config dir>/projects/<project>/<session>.jsonl`, the config dir being
+/// `CLAUDE_CONFIG_DIR` or `~/.claude` of the agent's environment): its user prompts
+/// and the text of its replies, read leniently (a line it cannot read is skipped).
+/// Empty when there is no such file.
+fn history(launch: &Launch, session: &str) -> Vec<HistoryItem> {
+    let config = launch
+        .env
+        .get("CLAUDE_CONFIG_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            launch
+                .env
+                .get("HOME")
+                .map(|home| std::path::Path::new(home).join(".claude"))
+        });
+    let Some(config) = config else {
+        return Vec::new();
+    };
+    let file = format!("{session}.jsonl");
+    let found = std::fs::read_dir(config.join("projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|project| project.path().join(&file))
+        .find(|path| path.is_file());
+    let Some(text) = found.and_then(|path| std::fs::read_to_string(path).ok()) else {
+        return Vec::new();
+    };
+    history_of(&text)
+}
+
+/// The messages of a Claude Code session file's lines.
+fn history_of(text: &str) -> Vec<HistoryItem> {
+    let mut items: Vec<HistoryItem> = Vec::new();
+    for line in text.lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if entry.get("isMeta").and_then(Value::as_bool) == Some(true)
+            || entry.get("isSidechain").and_then(Value::as_bool) == Some(true)
+        {
+            continue;
+        }
+        let content = entry.pointer("/message/content");
+        let text = match content {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|block| block.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => continue,
+        };
+        if text.is_empty() {
+            continue;
+        }
+        match entry.get("type").and_then(Value::as_str) {
+            // What the TUI's own commands leave (`/exit`, their output) is not said.
+            Some("user")
+                if !text.starts_with("<command-")
+                    && !text.starts_with("<local-command-")
+                    && !text.starts_with("Caveat: ") =>
+            {
+                items.push(HistoryItem::User(text));
+            }
+            Some("assistant") => match items.last_mut() {
+                Some(HistoryItem::Assistant(said)) => said.push_str(&text),
+                _ => items.push(HistoryItem::Assistant(text)),
+            },
+            _ => {}
+        }
+    }
+    items
+}
 
 /// The next JSON object Claude Code writes; lines that are not (banners, logs) are
 /// skipped. `None`: its output ended.
@@ -354,7 +439,7 @@ impl Driver {
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(command) => self.command(command).await,
-                    // The session is gone: so is its agent (the group is killed on drop).
+                    // The session is gone, or moves to the TUI: so is its agent.
                     None => break,
                 },
                 message = next_message(&mut output) => match message {
@@ -367,7 +452,7 @@ impl Driver {
                 },
             }
         }
-        drop(group);
+        child::stop(child, group).await;
     }
 
     async fn emit(&self, event: Event) {
@@ -916,6 +1001,31 @@ fn summary_of(name: &str, input: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_files_messages_are_read_back_without_commands_or_tool_results() {
+        let lines = [
+            json!({"type": "user", "message": {"role": "user", "content": "first"}}),
+            json!({"type": "assistant", "message": {"content": [
+                {"type": "text", "text": "one "}, {"type": "tool_use", "id": "t", "name": "Bash", "input": {}}]}}),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "two"}]}}),
+            json!({"type": "user", "isMeta": true, "message": {"content": "Caveat: local commands"}}),
+            json!({"type": "user", "message": {"content": "<command-name>/exit</command-name>"}}),
+            json!({"type": "user", "message": {"content": [{"type": "text", "text": "second"}]}}),
+            json!({"type": "summary", "summary": "x"}),
+        ];
+        let mut text: Vec<String> = lines.iter().map(Value::to_string).collect();
+        text.insert(2, "not json".to_owned());
+        assert_eq!(
+            history_of(&text.join("\n")),
+            [
+                HistoryItem::User("first".into()),
+                HistoryItem::Assistant("one two".into()),
+                HistoryItem::User("second".into()),
+            ]
+        );
+    }
 
     #[test]
     fn cards_name_the_call() {

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::agent::{Agent, Command, Event, Launch, Settings, Started, TurnStop};
+use super::agent::{Agent, Command, Event, HistoryItem, Launch, Settings, Started, TurnStop};
 use super::child::{self, Failure};
 use super::rpc::{self, CallError, Incoming, Rpc};
 use crate::mcp::process::{self, Group, StderrTail};
@@ -237,7 +237,7 @@ async fn open_thread(
     if let Some(thread) = &launch.load {
         let mut resume = params.clone();
         resume["threadId"] = json!(thread);
-        resume["excludeTurns"] = json!(true);
+        resume["excludeTurns"] = json!(!launch.history);
         match call_draining(rpc, incoming, "thread/resume", resume).await {
             Ok(result) => opened = Some(result),
             Err(CallError::Gone) => return Err(failed("thread/resume", CallError::Gone)),
@@ -285,10 +285,52 @@ async fn open_thread(
         steer: true,
         resume: true,
         settings,
+        history: (launch.load.is_some() && launch.history && not_loaded.is_none())
+            .then(|| history_of(&result)),
         not_loaded,
         commands: Some(Vec::new()),
     };
     Ok((started, state))
+}
+
+/// The user messages and replies of a resumed thread's turns (`thread.turns[].items`).
+fn history_of(result: &Value) -> Vec<HistoryItem> {
+    let mut items = Vec::new();
+    let turns = result
+        .pointer("/thread/turns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for item in turns
+        .iter()
+        .filter_map(|turn| turn.get("items").and_then(Value::as_array))
+        .flatten()
+    {
+        match item.get("type").and_then(Value::as_str) {
+            Some("userMessage") => {
+                let text: Vec<&str> = item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|part| part.get("text").and_then(Value::as_str))
+                    .collect();
+                if !text.is_empty() {
+                    items.push(HistoryItem::User(text.join("\n")));
+                }
+            }
+            Some("agentMessage") => {
+                if let Some(text) = item.get("text").and_then(Value::as_str)
+                    && !text.is_empty()
+                {
+                    items.push(HistoryItem::Assistant(text.to_owned()));
+                }
+            }
+            _ => {}
+        }
+    }
+    items
 }
 
 /// The mode whose policy and sandbox a thread's answer names.
@@ -451,12 +493,12 @@ impl Driver {
                 Some(answer) = answers.recv() => self.answer(answer).await,
                 command = commands.recv() => match command {
                     Some(command) => self.command(command).await,
-                    // The session is gone: so is Codex (the group is killed on drop).
+                    // The session is gone, or moves to the TUI: so is Codex.
                     None => break,
                 },
             }
         }
-        drop(group);
+        child::stop(child, group).await;
     }
 
     async fn emit(&self, event: Event) {
@@ -1091,6 +1133,28 @@ fn plan_step(entry: &Value) -> Option<PlanStep> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resumed_threads_turns_are_read_back_as_messages() {
+        let answer = json!({"thread": {"id": "t", "turns": [
+            {"id": "1", "items": [
+                {"type": "userMessage", "id": "u", "content": [{"type": "text", "text": "hi"}]},
+                {"type": "reasoning", "id": "r", "summary": []},
+                {"type": "commandExecution", "id": "c", "command": "ls"},
+                {"type": "agentMessage", "id": "a", "text": "hello"}]},
+            {"id": "2", "items": [
+                {"type": "userMessage", "id": "u2", "content": [{"type": "image", "url": "x"}]},
+                {"type": "agentMessage", "id": "a2", "text": ""}]},
+        ]}});
+        assert_eq!(
+            history_of(&answer),
+            [
+                HistoryItem::User("hi".into()),
+                HistoryItem::Assistant("hello".into()),
+            ]
+        );
+        assert_eq!(history_of(&json!({"thread": {"id": "t"}})), []);
+    }
 
     #[test]
     fn a_thread_answer_names_its_mode() {

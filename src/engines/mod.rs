@@ -11,7 +11,9 @@
 //! - `codex`: the driver of Codex's app server (`kind = "codex"`).
 //! - `acp`: the driver of an Agent Client Protocol agent (`kind = "acp"`).
 //! - `session`: the hosted session task: queue, cards, approvals, conversation on disk,
-//!   startup batch and snapshots, whatever the agent.
+//!   startup batch and snapshots, whatever the agent; and the move to the engine's TUI
+//!   and back (`surface`).
+//! - `terminal`: the pseudo-terminal an engine's TUI runs on, and its screen's model.
 //!
 //! This layer sits beside jucode's engine: it uses the engine's emitter, inputs and
 //! conversation store and the session files, never the host or a transport.
@@ -23,6 +25,7 @@ mod claude;
 mod codex;
 mod rpc;
 mod session;
+mod terminal;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -161,7 +164,7 @@ pub async fn open(request: Request) -> Result<Opened, String> {
     {
         default_config_options.insert("model".to_owned(), saved.meta.model.clone());
     }
-    let launch = agent::Launch {
+    let mut launch = agent::Launch {
         kind: driver,
         name: request.engine.clone(),
         command,
@@ -178,7 +181,12 @@ pub async fn open(request: Request) -> Result<Opened, String> {
         startup: config
             .startup_timeout_ms
             .map_or(DEFAULT_STARTUP_TIMEOUT, Duration::from_millis),
+        tui: None,
+        // A saved conversation may have gone on without the session (its TUI ran when
+        // the daemon stopped): what the agent has beyond it is read back.
+        history: saved.is_some(),
     };
+    launch.tui = tui_of(&config, &launch);
     let (agent, started) = start(launch.clone()).await?;
 
     if let Some(why) = &started.not_loaded {
@@ -243,6 +251,55 @@ pub async fn open(request: Request) -> Result<Opened, String> {
         cwd,
         inputs,
         output,
+    })
+}
+
+/// How long a TUI asked to quit has before it is killed, by default.
+pub const DEFAULT_TUI_GRACE: Duration = Duration::from_secs(5);
+/// Claude Code's TUI can take several seconds to exit after `/exit` (measured up to
+/// about 6 s with 2.1.332, its conversation already saved): it gets longer.
+const CLAUDE_TUI_GRACE: Duration = Duration::from_secs(15);
+
+/// The engine's TUI (`surface terminal`): Claude Code's and Codex's own by default, an
+/// ACP engine's only where its entry names one.
+fn tui_of(config: &EngineConfig, launch: &agent::Launch) -> Option<agent::Tui> {
+    let session = "{session}".to_owned();
+    let (command, default_args, quit) = match config.kind {
+        EngineKind::ClaudeCode => {
+            let mut args = vec!["--resume".to_owned(), session];
+            if let Some(mode) = &launch.default_mode {
+                args.extend(["--permission-mode".to_owned(), mode.clone()]);
+            }
+            if let Some(model) = launch.default_config_options.get("model") {
+                args.extend(["--model".to_owned(), model.clone()]);
+            }
+            (launch.command.clone(), args, "/exit\r")
+        }
+        EngineKind::Codex => {
+            let mut args = vec!["resume".to_owned()];
+            if let Some(route) = &launch.provider {
+                args.extend(route.args.iter().cloned());
+            }
+            if let Some(model) = launch.default_config_options.get("model") {
+                args.extend(["--model".to_owned(), model.clone()]);
+            }
+            args.push(session);
+            (launch.command.clone(), args, "/quit\r")
+        }
+        EngineKind::Acp => (config.tui.clone()?, Vec::new(), "\u{4}"),
+    };
+    Some(agent::Tui {
+        command: config.tui.clone().unwrap_or(command),
+        args: config.tui_args.clone().unwrap_or(default_args),
+        quit: config.tui_quit.clone().unwrap_or_else(|| quit.to_owned()),
+        grace: config.tui_grace_ms.map_or(
+            if config.kind == EngineKind::ClaudeCode {
+                CLAUDE_TUI_GRACE
+            } else {
+                DEFAULT_TUI_GRACE
+            },
+            Duration::from_millis,
+        ),
     })
 }
 

@@ -8,15 +8,19 @@ use std::collections::VecDeque;
 
 use tokio::sync::{mpsc, watch};
 
+use base64::Engine as _;
+
 use super::agent::{
-    Agent, Command, Event as AgentEvent, Launch, MODE_OPTION, Settings, Started, TurnStop,
+    Agent, Command, Event as AgentEvent, HistoryItem, Launch, MODE_OPTION, Settings, Started,
+    TurnStop,
 };
+use super::terminal::{self, Report, Terminal};
 use crate::engine::conversation::store::{EntryBody, Prepared, Store};
 use crate::engine::{Input, Message, Outbound, Output, ToolCall};
 use crate::protocol::{
     ApprovalMode, CallCard, ClientId, CommandInfo, Decision, Event, EventEncoder, EventLine,
     ModelState, ModelStatus, ModelViewEntry, Op, OpName, ReplyStop, Resolution, SessionOption,
-    SessionStatus, ToolProviderView, UnqueuedEvent, UserInput,
+    SessionStatus, Surface, TerminalView, ToolProviderView, UnqueuedEvent, UserInput,
 };
 
 /// What the session says about itself in its startup batch.
@@ -76,6 +80,73 @@ pub struct Hosted {
     asker: ClientId,
     /// Messages sent into the running turn, waiting for the agent to take them.
     steering: VecDeque<Steered>,
+    /// Where the conversation is: here, or on the engine's TUI.
+    surface: Place,
+    /// The terminal sizes clients asked for, and who used the terminal last.
+    sizes: Sizes,
+}
+
+/// Where a hosted session's conversation is (`surface`).
+enum Place {
+    Chat,
+    /// `surface terminal` was asked during a turn: it moves when the turn ends.
+    Asked,
+    Terminal(Box<OnTerminal>),
+}
+
+/// The conversation on the engine's TUI.
+struct OnTerminal {
+    terminal: Terminal,
+    /// The user messages the conversation had when it moved: the agent's history
+    /// after as many is what was said in the TUI.
+    known_users: usize,
+    /// The TUI was asked to quit: killed at this instant if it has not.
+    quit_by: Option<tokio::time::Instant>,
+}
+
+/// Every client's terminal size, and the client that used the terminal last, whose
+/// size the terminal takes (tmux's `window-size latest`).
+#[derive(Default)]
+struct Sizes {
+    /// Bounded: the oldest is forgotten first.
+    by_client: VecDeque<(ClientId, (u16, u16))>,
+    latest: Option<ClientId>,
+}
+
+/// Clients whose sizes are kept.
+const SIZES_KEPT: usize = 64;
+
+impl Sizes {
+    fn of(&self, client: ClientId) -> Option<(u16, u16)> {
+        self.by_client
+            .iter()
+            .find(|(id, _)| *id == client)
+            .map(|(_, size)| *size)
+    }
+
+    fn set(&mut self, client: ClientId, size: (u16, u16)) {
+        self.by_client.retain(|(id, _)| *id != client);
+        if self.by_client.len() == SIZES_KEPT {
+            self.by_client.pop_front();
+        }
+        self.by_client.push_back((client, size));
+        self.latest = Some(client);
+    }
+
+    /// A client used the terminal: the size it wants, when that changes who leads.
+    fn used(&mut self, client: ClientId) -> Option<(u16, u16)> {
+        let size = self.of(client)?;
+        (self.latest != Some(client)).then(|| {
+            self.latest = Some(client);
+            size
+        })
+    }
+
+    fn current(&self) -> (u16, u16) {
+        self.latest
+            .and_then(|client| self.of(client))
+            .unwrap_or(terminal::DEFAULT_SIZE)
+    }
 }
 
 /// A message sent into the running turn ([`Command::Steer`]).
@@ -115,10 +186,16 @@ impl Hosted {
             options_asked: false,
             asker: crate::engine::SOLE_CLIENT,
             steering: VecDeque::new(),
+            surface: Place::Chat,
+            sizes: Sizes::default(),
         }
     }
 
     pub async fn run(mut self, mut inputs: mpsc::Receiver<Input>, notices: Vec<String>) {
+        if let Some(history) = self.started.history.take() {
+            let known = self.user_messages();
+            self.import(history, known);
+        }
         for line in self.startup_batch() {
             let _ = self.output.sender().send(Outbound::Line(line)).await;
         }
@@ -127,13 +204,32 @@ impl Hosted {
         }
         self.output.emit(Event::status(SessionStatus::Ready)).await;
         loop {
+            let agent = self.agent.as_mut();
             let event = async {
-                match self.agent.as_mut() {
+                match agent {
                     Some(agent) => agent.events.recv().await,
                     None => std::future::pending().await,
                 }
             };
+            let (report, quit_by) = match &mut self.surface {
+                Place::Terminal(on) => (Some(&mut on.terminal), on.quit_by),
+                _ => (None, None),
+            };
+            let report = async {
+                match report {
+                    Some(terminal) => terminal.report().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let hung = async {
+                match quit_by {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                report = report => self.terminal_report(report).await,
+                () = hung => self.quit_timed_out().await,
                 input = inputs.recv() => match input {
                     Some(input) => {
                         if !self.input(input).await {
@@ -162,6 +258,8 @@ impl Hosted {
         }
         self.store.journal().sync();
         self.store.journal().written().await;
+        // The TUI's process group is killed with its terminal.
+        self.surface = Place::Chat;
         self.agent = None;
     }
 
@@ -201,7 +299,19 @@ impl Hosted {
     }
 
     async fn op(&mut self, op: Op) -> bool {
+        if matches!(self.surface, Place::Terminal(_)) && !terminal_allows(&op) {
+            let name = OpName::from(&op).as_str();
+            self.reply_error(format!(
+                "the conversation is on {}'s TUI (surface terminal): type in the terminal, or send surface chat first ({name} is not available meanwhile)",
+                self.identity.engine
+            ))
+            .await;
+            return true;
+        }
         match op {
+            Op::Surface { to } => self.surface_to(to).await,
+            Op::TermInput { data } => self.term_input(&data).await,
+            Op::TermResize { cols, rows } => self.term_resize(cols, rows).await,
             Op::UserMessage(input) => self.user_message(input).await,
             Op::Command { input } => self.command(input).await,
             Op::Steer { index } => self.steer(index).await,
@@ -413,8 +523,15 @@ impl Hosted {
 
     /// Starts the agent again on its conversation (it crashed or was never up).
     async fn restart(&mut self) -> bool {
+        self.restart_reading(false).await.is_some()
+    }
+
+    /// [`Self::restart`], the agent reading back its conversation when `history`; the
+    /// history it read, if any (`Some(None)`: started, no history).
+    async fn restart_reading(&mut self, history: bool) -> Option<Option<Vec<HistoryItem>>> {
         let mut launch = self.launch.clone();
         launch.load = Some(self.started.session.clone());
+        launch.history = history;
         match super::start(launch).await {
             Ok((agent, started)) => {
                 if let Some(why) = &started.not_loaded {
@@ -433,16 +550,297 @@ impl Hosted {
                 if let Some(commands) = &started.commands {
                     self.commands = commands.clone();
                 }
+                let mut started = started;
+                let history = started.history.take();
                 self.started = started.clone();
                 self.settings_changed(started.settings).await;
-                true
+                Some(history)
             }
             Err(err) => {
                 self.output.error(format!("cannot restart {err}")).await;
                 self.output.emit(Event::status(SessionStatus::Ready)).await;
-                false
+                None
             }
         }
+    }
+
+    /// `surface` and `/terminal [chat]`.
+    async fn surface_to(&mut self, to: Surface) {
+        match (to, &mut self.surface) {
+            (Surface::Terminal, Place::Chat) => {
+                if self.launch.tui.is_none() {
+                    let message = format!(
+                        "{} has no TUI to move the conversation to (an acp engine has one when its [engines.{}] entry names a `tui` command)",
+                        self.what(),
+                        self.identity.engine
+                    );
+                    self.reply_error(message).await;
+                    return;
+                }
+                if self.turn.is_some() || !self.steering.is_empty() {
+                    self.surface = Place::Asked;
+                    self.output
+                        .info("the conversation moves to the terminal when the running turn ends")
+                        .await;
+                    return;
+                }
+                self.open_terminal().await;
+            }
+            (Surface::Terminal, _) => self.reply(self.surface_event()).await,
+            (Surface::Chat, Place::Asked) => {
+                self.surface = Place::Chat;
+                self.output.info("the conversation stays here").await;
+            }
+            (Surface::Chat, Place::Chat) => self.reply(self.surface_event()).await,
+            (Surface::Chat, Place::Terminal(on)) => {
+                if on.quit_by.is_some() {
+                    return;
+                }
+                let Some(tui) = &self.launch.tui else {
+                    return;
+                };
+                // Asked as its user would; killed if it has not quit after the grace.
+                on.quit_by = Some(tokio::time::Instant::now() + tui.grace);
+                if let Err(why) = on.terminal.type_text(&tui.quit) {
+                    tracing::debug!(%why, "could not type the TUI's quit keys");
+                }
+            }
+        }
+    }
+
+    fn surface_event(&self) -> Event {
+        match &self.surface {
+            Place::Terminal(on) => {
+                let (cols, rows) = on.terminal.size();
+                Event::Surface {
+                    surface: Surface::Terminal,
+                    terminal: Some(TerminalView {
+                        id: on.terminal.id.clone(),
+                        cols,
+                        rows,
+                    }),
+                }
+            }
+            _ => Event::Surface {
+                surface: Surface::Chat,
+                terminal: None,
+            },
+        }
+    }
+
+    async fn term_input(&mut self, data: &str) {
+        let Place::Terminal(on) = &self.surface else {
+            self.reply_error(
+                "this session has no terminal open: term_input needs surface terminal first",
+            )
+            .await;
+            return;
+        };
+        let bytes = match base64::engine::general_purpose::STANDARD.decode(data) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                self.reply_error(format!("invalid term_input: data is not base64 ({err})"))
+                    .await;
+                return;
+            }
+        };
+        if let Err(why) = on.terminal.write(bytes::Bytes::from(bytes)) {
+            self.reply_error(why).await;
+            return;
+        }
+        if let Some((cols, rows)) = self.sizes.used(self.asker) {
+            self.resize_terminal(cols, rows).await;
+        }
+    }
+
+    async fn term_resize(&mut self, cols: u16, rows: u16) {
+        if cols == 0 || rows == 0 {
+            self.reply_error("invalid term_resize: cols and rows must be at least 1")
+                .await;
+            return;
+        }
+        self.sizes.set(self.asker, terminal::clamp(cols, rows));
+        let (cols, rows) = self.sizes.current();
+        self.resize_terminal(cols, rows).await;
+    }
+
+    /// The terminal takes this size; every client is told when it changes.
+    async fn resize_terminal(&mut self, cols: u16, rows: u16) {
+        let Place::Terminal(on) = &mut self.surface else {
+            return;
+        };
+        if on.terminal.resize(cols, rows) {
+            self.output.emit(self.surface_event()).await;
+        }
+    }
+
+    /// Moves the conversation to the TUI: the structured agent stops (one process owns
+    /// a conversation at a time), the TUI starts on the same conversation.
+    async fn open_terminal(&mut self) {
+        self.surface = Place::Chat;
+        let Some(tui) = self.launch.tui.clone() else {
+            return;
+        };
+        let known_users = self.user_messages();
+        let session = self.started.session.clone();
+        self.stop_agent().await;
+        let (cols, rows) = self.sizes.current();
+        let spec = terminal::Spec {
+            command: tui.command.clone(),
+            args: tui
+                .args
+                .iter()
+                .map(|arg| arg.replace("{session}", &session))
+                .collect(),
+            env: self.launch.env.clone(),
+            cwd: self.launch.cwd.clone(),
+            cols,
+            rows,
+        };
+        match Terminal::start(spec) {
+            Ok(terminal) => {
+                self.surface = Place::Terminal(Box::new(OnTerminal {
+                    terminal,
+                    known_users,
+                    quit_by: None,
+                }));
+                self.output.emit(self.surface_event()).await;
+            }
+            Err(why) => {
+                // The agent starts again with the next message.
+                self.output
+                    .error(format!("{}: its TUI did not start: {why}", self.what()))
+                    .await;
+            }
+        }
+    }
+
+    /// Stops the structured agent and waits until its driver (and so its process) is
+    /// gone.
+    async fn stop_agent(&mut self) {
+        let Some(agent) = self.agent.take() else {
+            return;
+        };
+        let Agent {
+            commands,
+            mut events,
+        } = agent;
+        drop(commands);
+        let drained = async { while events.recv().await.is_some() {} };
+        if tokio::time::timeout(std::time::Duration::from_secs(10), drained)
+            .await
+            .is_err()
+        {
+            tracing::warn!(engine = %self.identity.engine, "the agent's driver did not stop within 10 s");
+        }
+    }
+
+    async fn terminal_report(&mut self, report: Option<Report>) {
+        match report {
+            Some(Report::Output(data)) => {
+                let Place::Terminal(on) = &mut self.surface else {
+                    return;
+                };
+                let seq = on.terminal.shown(&data);
+                let id = on.terminal.id.clone();
+                self.output
+                    .emit(Event::TermOutput {
+                        id,
+                        seq,
+                        data: base64::engine::general_purpose::STANDARD.encode(&data),
+                    })
+                    .await;
+            }
+            Some(Report::Exited(how)) => self.back_to_chat(&how).await,
+            None => self.back_to_chat("closed its terminal").await,
+        }
+    }
+
+    async fn quit_timed_out(&mut self) {
+        let Place::Terminal(on) = &mut self.surface else {
+            return;
+        };
+        on.quit_by = None;
+        on.terminal.kill();
+        let grace = self
+            .launch
+            .tui
+            .as_ref()
+            .map_or(super::DEFAULT_TUI_GRACE, |tui| tui.grace);
+        self.output
+            .info(format!(
+                "{}'s TUI did not quit within {} ms: it was killed",
+                self.identity.engine,
+                grace.as_millis()
+            ))
+            .await;
+    }
+
+    /// The TUI is gone: the structured agent continues the conversation, reading back
+    /// what was said in the TUI, and every client gets the fresh transcript.
+    async fn back_to_chat(&mut self, how: &str) {
+        let Place::Terminal(on) = std::mem::replace(&mut self.surface, Place::Chat) else {
+            return;
+        };
+        let known_users = on.known_users;
+        drop(on);
+        self.output
+            .info(format!("{}'s TUI {how}", self.identity.engine))
+            .await;
+        if let Some(Some(history)) = self.restart_reading(true).await {
+            self.import(history, known_users);
+        }
+        self.output.emit(self.surface_event()).await;
+        let items = self.store.transcript_items();
+        self.output.emit_transcript(&items).await;
+        self.start_next().await;
+    }
+
+    /// The user messages of the conversation's active branch.
+    fn user_messages(&self) -> usize {
+        self.store
+            .branch()
+            .iter()
+            .filter(|entry| matches!(entry.body, EntryBody::User { .. }))
+            .count()
+    }
+
+    /// What the agent's history has after the first `known_users` user messages: what
+    /// was said in the TUI, into the conversation.
+    fn import(&mut self, history: Vec<HistoryItem>, known_users: usize) {
+        let mut users = 0;
+        for item in history {
+            match item {
+                HistoryItem::User(text) => {
+                    users += 1;
+                    if users > known_users {
+                        self.store.append(Prepared::new(EntryBody::User {
+                            message: Message::User {
+                                text: text.clone(),
+                                images: Vec::new(),
+                            },
+                            shown: crate::protocol::UserMessageEvent {
+                                content: text,
+                                images: Vec::new(),
+                                files: Vec::new(),
+                            },
+                            steered: false,
+                        }));
+                    }
+                }
+                HistoryItem::Assistant(text) if users > known_users => {
+                    self.store
+                        .append(Prepared::new(EntryBody::Assistant(Message::Assistant {
+                            text,
+                            reasoning: String::new(),
+                            tool_calls: Vec::new(),
+                            provider_items: None,
+                        })));
+                }
+                HistoryItem::Assistant(_) => {}
+            }
+        }
+        self.store.journal().sync();
     }
 
     async fn command(&mut self, input: String) {
@@ -450,6 +848,9 @@ impl Hosted {
         let (name, args) = trimmed
             .split_once(char::is_whitespace)
             .map_or((trimmed, ""), |(name, args)| (name, args.trim()));
+        if let Some(to) = crate::engine::commands::surface_target(trimmed) {
+            return self.surface_to(to).await;
+        }
         match name {
             "/model" if args.is_empty() => self.reply(self.model_view()).await,
             "/model" => {
@@ -953,6 +1354,12 @@ impl Hosted {
         if self.turn.is_some() {
             return;
         }
+        if matches!(self.surface, Place::Asked) {
+            self.open_terminal().await;
+        }
+        if !matches!(self.surface, Place::Chat) {
+            return;
+        }
         if let Some(next) = self.queue.pop_front() {
             self.emit_pending().await;
             self.start_turn(next).await;
@@ -1097,6 +1504,11 @@ impl Hosted {
                 description: description.to_owned(),
             });
         }
+        if self.launch.tui.is_some() {
+            let terminal = crate::engine::commands::terminal_command();
+            list.retain(|offered| offered.command != terminal.command);
+            list.push(terminal);
+        }
         list
     }
 
@@ -1190,8 +1602,38 @@ impl Hosted {
         }
         events.extend(self.approvals.iter().map(|open| open.event.clone()));
         events.push(Event::status(self.status.clone()));
+        if let Place::Terminal(on) = &self.surface {
+            let terminal = &on.terminal;
+            let (cols, rows) = terminal.size();
+            events.push(self.surface_event());
+            events.push(Event::TermSnapshot {
+                id: terminal.id.clone(),
+                seq: terminal.seq(),
+                cols,
+                rows,
+                screen: base64::engine::general_purpose::STANDARD.encode(terminal.repaint()),
+            });
+        }
         lines.extend(events.iter().map(|event| self.encoder.encode(event)));
         lines
+    }
+}
+
+/// The ops a session on its TUI still takes: the terminal's, and those that only read.
+fn terminal_allows(op: &Op) -> bool {
+    match op {
+        Op::Surface { .. }
+        | Op::TermInput { .. }
+        | Op::TermResize { .. }
+        | Op::ListModels
+        | Op::Sync { .. }
+        | Op::Unqueue { .. }
+        | Op::Shutdown => true,
+        Op::Command { input } => {
+            let name = input.split_whitespace().next().unwrap_or_default();
+            matches!(name, "/terminal" | "/transcript" | "/help" | "/resume")
+        }
+        _ => false,
     }
 }
 
@@ -1269,5 +1711,26 @@ mod tests {
         );
         assert_eq!(approval_mode_of("default"), Some(ApprovalMode::Manual));
         assert_eq!(approval_mode_of("something"), None);
+    }
+
+    #[test]
+    fn the_terminal_takes_the_size_of_the_client_that_used_it_last() {
+        let mut sizes = Sizes::default();
+        assert_eq!(sizes.current(), terminal::DEFAULT_SIZE);
+        sizes.set(1, (100, 30));
+        sizes.set(2, (80, 20));
+        assert_eq!(sizes.current(), (80, 20));
+        // Input from client 1 brings the terminal back to its size; again, no change.
+        assert_eq!(sizes.used(1), Some((100, 30)));
+        assert_eq!(sizes.used(1), None);
+        assert_eq!(sizes.current(), (100, 30));
+        // A client that never said its size does not decide.
+        assert_eq!(sizes.used(3), None);
+        assert_eq!(sizes.current(), (100, 30));
+        for client in 10..10 + SIZES_KEPT as u64 {
+            sizes.set(client, (50, 10));
+        }
+        assert_eq!(sizes.by_client.len(), SIZES_KEPT);
+        assert_eq!(sizes.of(1), None);
     }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::values::{
     ApprovalMode, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState, PlanStatus,
-    Resolution, SandboxMode, SessionStatus,
+    Resolution, SandboxMode, SessionStatus, Surface,
 };
 
 /// One event of serve protocol v2.
@@ -241,6 +241,32 @@ pub enum Event {
     ToolProvider {
         provider: Option<ToolProviderView>,
     },
+    /// Daemon sessions of other engines only: where the conversation is now, to every
+    /// client (and in a late joiner's snapshot while on the terminal). `terminal` comes
+    /// with `surface: terminal` only.
+    Surface {
+        surface: Surface,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        terminal: Option<TerminalView>,
+    },
+    /// The terminal's output, in order: `data` is the bytes, base64; `seq` counts the
+    /// chunks from 1.
+    TermOutput {
+        id: String,
+        seq: u64,
+        data: String,
+    },
+    /// The terminal's screen for a client attaching: `screen` is base64 of an ANSI
+    /// repaint which, written to a blank terminal of `cols` x `rows`, draws the screen
+    /// as the output up to chunk `seq` left it; the live `term_output` follows from
+    /// `seq + 1`.
+    TermSnapshot {
+        id: String,
+        seq: u64,
+        cols: u16,
+        rows: u16,
+        screen: String,
+    },
     /// The rendered conversation (`/transcript`, and for clients attaching).
     Transcript {
         items: Vec<TranscriptItem>,
@@ -327,6 +353,14 @@ pub struct CallCard {
 }
 
 /// The sandbox commands run in (`docs/security.md`).
+/// The terminal a hosted session's TUI runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalView {
+    pub id: String,
+    pub cols: u16,
+    pub rows: u16,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxView {
     pub mode: SandboxMode,

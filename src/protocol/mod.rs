@@ -18,8 +18,8 @@ mod values;
 pub use events::{
     AgentKind, AgentRun, AgentState, CallCard, CheckpointItem, CommandInfo, Event, Goal, Hunk,
     McpServerView, McpState, McpTransport, ModelStatus, ModelViewEntry, OptionChoice, PlanStep,
-    ResumeItem, SandboxView, SessionOption, StepStatus, SubagentItem, ToolProviderView,
-    TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
+    ResumeItem, SandboxView, SessionOption, StepStatus, SubagentItem, TerminalView,
+    ToolProviderView, TranscriptItem, TreeNode, TurnUsage, UnqueuedEvent, UserMessageEvent,
 };
 pub use jucode_daemon::ClientId;
 pub use jucode_daemon::framing::{Frame, LineCodec};
@@ -32,7 +32,7 @@ pub use ops::{
 };
 pub use values::{
     ApprovalMode, CallKind, Decision, ElicitationAction, GoalStatus, LifecycleStatus, ModelState,
-    PlanDecision, PlanStatus, ReplyStop, Resolution, SandboxMode, SessionStatus,
+    PlanDecision, PlanStatus, ReplyStop, Resolution, SandboxMode, SessionStatus, Surface,
 };
 
 use bytes::Bytes;

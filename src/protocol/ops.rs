@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::values::{ApprovalMode, Decision, ElicitationAction, PlanDecision, SandboxMode};
+use super::values::{
+    ApprovalMode, Decision, ElicitationAction, PlanDecision, SandboxMode, Surface,
+};
 
 /// One op of serve protocol v2. Unknown fields (notably `session`) are ignored: a
 /// `jucode serve` process hosts exactly one session, and the daemon routes on `session`
@@ -150,6 +152,22 @@ pub enum Op {
     /// caused): how a client learns that its earlier ops have been applied.
     Sync {
         token: String,
+    },
+    /// Daemon sessions of other engines only: moves the conversation to the engine's
+    /// own TUI on a terminal the daemon runs (`terminal`, at the next turn boundary),
+    /// or back to the structured view (`chat`, asking the TUI to quit).
+    Surface {
+        to: Surface,
+    },
+    /// Keys for the session's terminal: `data` is the bytes, base64.
+    TermInput {
+        data: String,
+    },
+    /// This client's terminal size; the terminal takes the size of the client that
+    /// used it last (docs/daemon-protocol.md, *Terminals*).
+    TermResize {
+        cols: u16,
+        rows: u16,
     },
     /// Ends the session (in process: the process).
     Shutdown,

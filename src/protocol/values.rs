@@ -51,6 +51,25 @@ impl fmt::Display for ApprovalMode {
     }
 }
 
+/// Where a hosted session's conversation is shown (`surface`): the structured view, or
+/// its engine's own TUI on a terminal the daemon runs (docs/daemon-protocol.md,
+/// *Terminals*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Surface {
+    Chat,
+    Terminal,
+}
+
+impl Surface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Terminal => "terminal",
+        }
+    }
+}
+
 /// What commands a tool starts may do (`[sandbox] mode`, `set_sandbox_mode`, `/sandbox`;
 /// `docs/security.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -16,3 +16,5 @@ mod listings;
 mod mcp;
 mod sessions;
 mod shim;
+mod terminal;
+mod terminal_tuis;

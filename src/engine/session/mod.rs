@@ -494,6 +494,10 @@ impl Session {
                 };
                 self.delegation.answer(&id, answer);
             }
+            Op::Surface { .. } => self.reply_error(models::NO_TERMINAL).await,
+            Op::TermInput { .. } | Op::TermResize { .. } => {
+                self.reply_error("this session has no terminal: term_input and term_resize are for a hosted engine's TUI (surface terminal)").await;
+            }
             Op::Shutdown => return Flow::Stop,
         }
         Flow::Continue

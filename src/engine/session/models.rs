@@ -57,6 +57,7 @@ impl Session {
             Command::McpLogin(name) => self.mcp_login(name).await,
             Command::McpLogout(name) => self.mcp_logout(name).await,
             Command::Trust(decision) => self.trust(decision).await,
+            Command::Surface(_) => self.reply_error(NO_TERMINAL).await,
         }
         Flow::Continue
     }
@@ -152,3 +153,6 @@ impl Session {
         self.emitter.emit(Event::ModelStatus(status)).await;
     }
 }
+
+/// Why `surface` and `/terminal` do nothing on jucode's own sessions.
+pub(super) const NO_TERMINAL: &str = "jucode's own engine has no TUI to move the conversation to: surface and /terminal are for daemon sessions of Claude Code, Codex and ACP engines with a `tui`";
