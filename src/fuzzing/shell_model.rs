@@ -123,10 +123,13 @@ fn simple(choices: &mut Choices<'_>, depth: usize) -> (String, bool) {
         4 | 5 => (WRITERS[choices.pick(WRITERS.len())].to_owned(), true),
         6 if depth < 2 => {
             let (inner, inner_writes) = build(choices, depth + 1);
-            match choices.pick(3) {
+            match choices.pick(4) {
                 0 => (format!("( {inner} )"), inner_writes),
                 1 => (format!("{{ {inner}; }}"), inner_writes),
-                _ => (format!("echo \"$({inner})\""), inner_writes),
+                // A space keeps `$( (` from reading as arithmetic `$((`.
+                2 => (format!("echo \"$( {inner} )\""), inner_writes),
+                // `$((` that is not arithmetic: a substitution of a subshell.
+                _ => (format!("echo \"$(( {inner} ) 2>&1)\""), inner_writes),
             }
         }
         7 => {

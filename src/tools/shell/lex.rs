@@ -459,13 +459,23 @@ impl Lexer {
         // At `$`.
         match self.peek(1) {
             Some('(') if self.peek(2) == Some('(') => {
-                self.pos += 3;
+                self.pos += 2;
                 let body = self.balanced_body();
-                let body = body.strip_suffix(')').unwrap_or(&body).to_owned();
-                word.expands = true;
-                word.text.push_str(&format!("$(({body}))"));
-                if body.contains("$(") || body.contains('`') {
-                    self.substitution(word, body);
+                // `$((…))` is arithmetic only when the inner parenthesis closes at the
+                // very end, as the shell reads it; `$(( cmd ) > out)` is a command
+                // substitution of a subshell, which runs (and here writes).
+                match arithmetic(&body) {
+                    Some(expression) => {
+                        word.expands = true;
+                        word.text.push_str(&format!("$(({expression}))"));
+                        if expression.contains("$(") || expression.contains('`') {
+                            self.substitution(word, expression.to_owned());
+                        }
+                    }
+                    None => {
+                        word.text.push_str("$(…)");
+                        self.substitution(word, body);
+                    }
                 }
             }
             Some('(') => {
@@ -587,4 +597,24 @@ fn assignment(text: &str) -> Option<usize> {
     ((first.is_ascii_alphabetic() || first == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
     .then_some(at)
+}
+
+/// The expression of `$((expression))`, given the text between `$(` and its `)`: `Some`
+/// when that text is one parenthesis from its first character to its last.
+fn arithmetic(body: &str) -> Option<&str> {
+    let inner = body.strip_prefix('(')?;
+    let mut depth = 1;
+    for (at, c) in inner.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (at + 1 == inner.len()).then(|| &inner[..at]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }

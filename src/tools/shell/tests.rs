@@ -48,6 +48,7 @@ fn read_only_commands() {
         ("ls -la src", R),
         ("cat Cargo.toml | head -n 20", R),
         ("grep -rn 'fn main' src && wc -l src/*.rs", R),
+        ("echo $((1 + 2)) $(( (3 * 4) - 1 ))", R),
         ("rg -n TODO --glob '*.rs'", R),
         ("find . -name '*.rs' -type f", R),
         ("fd -e rs", R),
@@ -164,6 +165,10 @@ fn mutating_commands() {
         ("echo `date`", M),
         ("diff <(ls a) <(ls b)", M),
         ("echo $((1 + $(id -u)))", M),
+        // Not arithmetic: a command substitution of a subshell, which writes (found by
+        // the differential property of src/fuzzing/shell_model.rs).
+        ("echo \"$(( cat a.txt > out.txt ) 2>&1)\"", M),
+        ("echo $((ls) >out)", M),
         ("ls $(pwd)", M),
         ("FOO=1 ls", M),
         ("PATH=/tmp/evil:$PATH ls", M),
