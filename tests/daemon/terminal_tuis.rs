@@ -299,19 +299,26 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
 
     // The TUI names its thread after its first message there.
     model.answer_every("task title", || codex_said("A title"));
-    model.push(codex_said("Answered in chat"));
     let mut client = Client::open(home, work.path(), "codex");
+    chat_tui_chat(&mut client, model, codex_said);
+}
+
+/// The round trip both real TUIs make: a turn in chat, the move to the terminal (which
+/// shows that turn), a message typed there and answered, the move back (the transcript
+/// holds all of it), then a structured turn that goes on with the conversation.
+fn chat_tui_chat(client: &mut Client, model: &MockModel, said: fn(&str) -> Reply) {
+    model.push(said("Answered in chat"));
     client.send(json!({"op": "user_message", "content": "first in chat"}));
     client.until(|event| event["type"] == "status" && event["message"] == "ready");
 
-    let mut screen = to_terminal(&mut client);
+    let mut screen = to_terminal(client);
     // The TUI shows the conversation it continues.
-    screen.until_shows(&mut client, "Answered in chat");
-    model.push(codex_said("Answered in the TUI"));
-    type_line(&mut client, &mut screen, "typed in the TUI");
-    screen.until_shows(&mut client, "Answered in the TUI");
+    screen.until_shows(client, "Answered in chat");
+    model.push(said("Answered in the TUI"));
+    type_line(client, &mut screen, "typed in the TUI");
+    screen.until_shows(client, "Answered in the TUI");
 
-    let transcript = back_to_chat(&mut client, &mut screen);
+    let transcript = back_to_chat(client, &mut screen);
     assert!(
         said_in(&transcript, "user", "first in chat"),
         "{transcript}"
@@ -326,7 +333,7 @@ fn a_message_typed_in_codexs_tui_is_in_the_structured_transcript() {
     );
 
     // The structured driver goes on with the conversation.
-    model.push(codex_said("Back in chat"));
+    model.push(said("Back in chat"));
     client.send(json!({"op": "user_message", "content": "after the TUI"}));
     client.until(|event| event["type"] == "assistant_delta");
     client.until(|event| event["type"] == "status" && event["message"] == "ready");
@@ -465,33 +472,6 @@ fn a_message_typed_in_claude_codes_tui_is_in_the_structured_transcript() {
     let _guard = DaemonGuard(&home);
     model.answer_every("Write the title", || claude_said("A title"));
 
-    model.push(claude_said("Answered in chat"));
     let mut client = Client::open(&home, work.path(), "claude");
-    client.send(json!({"op": "user_message", "content": "first in chat"}));
-    client.until(|event| event["type"] == "status" && event["message"] == "ready");
-
-    let mut screen = to_terminal(&mut client);
-    screen.until_shows(&mut client, "Answered in chat");
-    model.push(claude_said("Answered in the TUI"));
-    type_line(&mut client, &mut screen, "typed in the TUI");
-    screen.until_shows(&mut client, "Answered in the TUI");
-
-    let transcript = back_to_chat(&mut client, &mut screen);
-    assert!(
-        said_in(&transcript, "user", "first in chat"),
-        "{transcript}"
-    );
-    assert!(
-        said_in(&transcript, "user", "typed in the TUI"),
-        "{transcript}"
-    );
-    assert!(
-        said_in(&transcript, "assistant", "Answered in the TUI"),
-        "{transcript}"
-    );
-
-    model.push(claude_said("Back in chat"));
-    client.send(json!({"op": "user_message", "content": "after the TUI"}));
-    client.until(|event| event["type"] == "assistant_delta");
-    client.until(|event| event["type"] == "status" && event["message"] == "ready");
+    chat_tui_chat(&mut client, &model, claude_said);
 }
