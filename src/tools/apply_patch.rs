@@ -224,22 +224,22 @@ fn assess(planned: &[Planned]) -> Assessment {
     }
 }
 
-/// Which hunks of each file were approved: all of them without a selection.
-fn selection(planned: &[Planned], selected: Option<&[String]>) -> Result<Vec<Vec<usize>>, String> {
-    let counts: Vec<usize> = planned
-        .iter()
-        .map(|step| step.diff().hunk_count())
-        .collect();
+/// Which hunks of each file were approved (all of them without a selection), given each
+/// file's diff.
+fn selection(
+    diffs: &[LineDiff<'_>],
+    selected: Option<&[String]>,
+) -> Result<Vec<Vec<usize>>, String> {
     let Some(ids) = selected else {
-        return Ok(counts.iter().map(|&count| (0..count).collect()).collect());
+        return Ok(diffs
+            .iter()
+            .map(|diff| (0..diff.hunk_count()).collect())
+            .collect());
     };
-    let mut chosen = vec![Vec::new(); planned.len()];
+    let mut chosen = vec![Vec::new(); diffs.len()];
     for id in ids {
-        let known = (0..planned.len()).find_map(|file| {
-            let prefix = format!("f{file}h");
-            let n: usize = id.strip_prefix(&prefix)?.parse().ok()?;
-            (n < counts[file] && id == &super::diff::hunk_id(file, n)).then_some((file, n))
-        });
+        let known = super::diff::parse_hunk_id(id)
+            .filter(|&(file, n)| diffs.get(file).is_some_and(|diff| n < diff.hunk_count()));
         let Some((file, n)) = known else {
             return Err(format!(
                 "{NAME}: unknown hunk id {id:?}; the files may have changed since the patch was proposed"
@@ -251,13 +251,14 @@ fn selection(planned: &[Planned], selected: Option<&[String]>) -> Result<Vec<Vec
 }
 
 fn write(planned: Vec<Planned>, selected: Option<&[String]>) -> Result<String, String> {
-    let chosen = selection(&planned, selected)?;
+    // Each file's diff, made once.
+    let diffs: Vec<LineDiff<'_>> = planned.iter().map(Planned::diff).collect();
+    let chosen = selection(&diffs, selected)?;
     let partial = selected.is_some();
     let mut lines = Vec::new();
     let mut applied = 0;
-    let total: usize = planned.iter().map(|step| step.diff().hunk_count()).sum();
-    for (step, chosen) in planned.iter().zip(&chosen) {
-        let diff = step.diff();
+    let total: usize = diffs.iter().map(LineDiff::hunk_count).sum();
+    for ((step, diff), chosen) in planned.iter().zip(&diffs).zip(&chosen) {
         let all = chosen.len() == diff.hunk_count();
         applied += chosen.len();
         let letter = step.letter();

@@ -226,7 +226,8 @@ pub fn hunk_id(file_index: usize, n: usize) -> String {
     format!("f{file_index}h{n}")
 }
 
-fn parse_hunk_id(id: &str) -> Option<(usize, usize)> {
+/// The file and hunk numbers of an id like `f1h2`.
+pub fn parse_hunk_id(id: &str) -> Option<(usize, usize)> {
     let (file, hunk) = id.strip_prefix('f')?.split_once('h')?;
     let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     if !digits(file) || !digits(hunk) {
