@@ -66,11 +66,16 @@ pub fn serve_ops(data: &[u8]) {
 /// an error or after `Finished`, which comes at most once.
 pub fn chat_stream(data: &[u8]) {
     let reads = chunks(data);
-    let cut = reply_events(&reads);
+    let cut = reply_events(&reads, crate::providers::sse::ChunkParser::new);
     assert_eq!(
         cut,
-        reply_events(&[&reads.concat()]),
+        reply_events(&[&reads.concat()], crate::providers::sse::ChunkParser::new),
         "events depend on chunks"
+    );
+    assert_eq!(
+        cut,
+        reply_events(&reads, crate::providers::sse::ChunkParser::lenient_only),
+        "the in-place reading of chunks differs from the lenient one"
     );
     let ends = cut
         .iter()
@@ -80,8 +85,11 @@ pub fn chat_stream(data: &[u8]) {
     }
 }
 
-fn reply_events(reads: &[&[u8]]) -> Vec<String> {
-    let stream = crate::providers::sse_reply(body_of(reads));
+fn reply_events(
+    reads: &[&[u8]],
+    parser: fn() -> crate::providers::sse::ChunkParser,
+) -> Vec<String> {
+    let stream = crate::providers::sse_reply_parsed_by(body_of(reads), parser());
     stream
         .map(|event| mask_minted_ids(&format!("{event:?}")))
         .collect::<Vec<_>>()

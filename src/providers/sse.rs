@@ -23,7 +23,7 @@ pub fn is_done(data: &str) -> bool {
 }
 
 /// Incremental state of one streamed reply.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ChunkParser {
     /// Tool calls in order of first appearance; their position is the `index` of the
     /// [`ModelEvent::ToolCallDelta`]s we emit, which stays unique even when a server
@@ -31,6 +31,20 @@ pub struct ChunkParser {
     calls: Vec<PartialCall>,
     usage: Option<TurnUsage>,
     finish_reason: Option<String>,
+    /// Whether chunks are read in place first ([`Self::push_typed`]); off only to check
+    /// both readings against each other.
+    typed: bool,
+}
+
+impl Default for ChunkParser {
+    fn default() -> Self {
+        Self {
+            calls: Vec::new(),
+            usage: None,
+            finish_reason: None,
+            typed: true,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -47,6 +61,16 @@ impl ChunkParser {
         Self::default()
     }
 
+    /// A parser that reads every chunk into a JSON tree: the reference the in-place
+    /// reading is checked against (unit tests, the `chat_stream` fuzz target).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn lenient_only() -> Self {
+        Self {
+            typed: false,
+            ..Self::default()
+        }
+    }
+
     /// Feeds one event's `data`. Returns the deltas it carries; an error payload from the
     /// server becomes `Err`. Unparseable chunks are skipped.
     pub fn push(&mut self, data: &str) -> Result<Vec<ModelEvent>, ModelError> {
@@ -54,6 +78,123 @@ impl ChunkParser {
         if data.is_empty() || data == DONE {
             return Ok(Vec::new());
         }
+        let mut events = Vec::new();
+        if self.typed && self.push_typed(data, &mut events) {
+            return Ok(events);
+        }
+        self.push_value(data)
+    }
+
+    /// The chunk in the shape nearly every server sends on every chunk (strings where
+    /// strings belong, no error), read in place: no tree of the JSON is built and only
+    /// the texts handed on are copied. False, with nothing changed and nothing pushed,
+    /// when the chunk strays from that shape in any way; [`Self::push_value`] then reads
+    /// it leniently. So the two readings agree by construction: the typed one only ever
+    /// answers for chunks whose every field it understood.
+    fn push_typed(&mut self, data: &str, events: &mut Vec<ModelEvent>) -> bool {
+        let Some(chunk) = typed::object::<typed::Chunk<'_>>(data) else {
+            return false;
+        };
+        if chunk.error.is_some_and(|error| error.get() != "null") {
+            return false;
+        }
+        let usage = match chunk.usage {
+            Some(raw) if raw.get().starts_with('{') => {
+                match serde_json::from_str::<Value>(raw.get()) {
+                    Ok(usage) => Some(parse_usage(&usage)),
+                    Err(_) => return false,
+                }
+            }
+            _ => None,
+        };
+        let choice = match chunk.choices.and_then(|choices| choices.0) {
+            Some(raw) => match typed::object::<typed::Choice<'_>>(raw.get()) {
+                Some(choice) => Some(choice),
+                None => return false,
+            },
+            None => None,
+        };
+        // `message` is the non-streaming shape; `"delta": null` hides it, as in the
+        // lenient reading.
+        let delta = match choice.as_ref().and_then(|c| c.delta.or(c.message)) {
+            Some(raw) if raw.get() != "null" => {
+                match typed::object::<typed::Delta<'_>>(raw.get()) {
+                    Some(delta) => Some(delta),
+                    None => return false,
+                }
+            }
+            _ => None,
+        };
+        let mut calls = Vec::new();
+        for raw in delta
+            .iter()
+            .flat_map(|delta| delta.tool_calls.iter().flatten())
+        {
+            let Some(call) = typed::object::<typed::Call<'_>>(raw.get()) else {
+                return false;
+            };
+            let function = match call.function {
+                Some(raw) if raw.get() != "null" => {
+                    match typed::object::<typed::Function<'_>>(raw.get()) {
+                        Some(function) => Some(function),
+                        None => return false,
+                    }
+                }
+                _ => None,
+            };
+            let arguments = match function.as_ref().and_then(|function| function.arguments) {
+                Some(raw) if raw.get() != "null" => {
+                    match serde_json::from_str::<String>(raw.get()) {
+                        Ok(text) => text,
+                        // Arguments as an object: the lenient reading writes them out.
+                        Err(_) => return false,
+                    }
+                }
+                _ => String::new(),
+            };
+            calls.push((
+                call.index,
+                call.id,
+                function.and_then(|f| f.name),
+                arguments,
+            ));
+        }
+        // Past this point nothing can fail: the state changes as the lenient reading
+        // would change it, in the same order.
+        if usage.is_some() {
+            self.usage = usage;
+        }
+        let Some(choice) = choice else {
+            return true;
+        };
+        if let Some(delta) = delta {
+            let reasoning = non_empty(delta.reasoning_content).or(non_empty(delta.reasoning));
+            if let Some(reasoning) = reasoning {
+                events.push(ModelEvent::ReasoningDelta(reasoning));
+            }
+            if let Some(text) = non_empty(delta.content) {
+                events.push(ModelEvent::TextDelta(text));
+            }
+            // A refusal is the model's answer, only in another field.
+            if let Some(refusal) = non_empty(delta.refusal) {
+                events.push(ModelEvent::TextDelta(refusal));
+            }
+            for (index, id, name, arguments) in calls {
+                let index = index.and_then(|index| usize::try_from(index).ok());
+                let id = non_empty(id);
+                let name = non_empty(name);
+                self.apply_call(index, id.as_deref(), name.as_deref(), arguments, events);
+            }
+        }
+        if let Some(reason) = non_empty(choice.finish_reason) {
+            self.finish_reason = Some(reason);
+        }
+        true
+    }
+
+    /// Any chunk, read into a JSON tree: fields of unexpected types are ignored rather
+    /// than failing the chunk.
+    fn push_value(&mut self, data: &str) -> Result<Vec<ModelEvent>, ModelError> {
         let chunk: Value = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             Err(err) => {
@@ -144,7 +285,18 @@ impl ChunkParser {
             // Some servers send the arguments as an object rather than JSON text.
             Some(other) => other.to_string(),
         };
+        self.apply_call(index, id, name, arguments, events);
+    }
 
+    /// One tool-call delta, whichever reading found it.
+    fn apply_call(
+        &mut self,
+        index: Option<usize>,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: String,
+        events: &mut Vec<ModelEvent>,
+    ) {
         let slot = self.slot_for(index, id);
         let call = &mut self.calls[slot];
         if call.id.is_none() {
@@ -214,6 +366,10 @@ impl PartialCall {
             arguments,
         }
     }
+}
+
+fn non_empty(text: Option<String>) -> Option<String> {
+    text.filter(|text| !text.is_empty())
 }
 
 fn non_empty_str(value: Option<&Value>) -> Option<&str> {
@@ -351,6 +507,103 @@ const TRANSIENT_WORDS: &[&str] = &[
     "capacity",
     "try again",
 ];
+
+/// The usual shape of a chunk, read in place. Nested objects and fields whose type
+/// varies between servers are kept raw, looked at only when present; unknown fields
+/// are skipped without being built.
+mod typed {
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{IgnoredAny, SeqAccess, Visitor};
+    use serde_json::value::RawValue;
+
+    /// `text` read as `T` when it is a JSON object. A derived struct would also accept
+    /// an array of its fields in order, which the lenient reading sees as no fields at
+    /// all; objects nested in a chunk are therefore kept raw and read through this.
+    pub(super) fn object<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+        if !text.starts_with('{') {
+            return None;
+        }
+        serde_json::from_str(text).ok()
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Chunk<'a> {
+        #[serde(borrow)]
+        pub error: Option<&'a RawValue>,
+        #[serde(borrow)]
+        pub usage: Option<&'a RawValue>,
+        #[serde(borrow)]
+        pub choices: Option<FirstChoice<'a>>,
+    }
+
+    /// Only the first choice is kept (jucode asks for one); the rest are skipped.
+    pub(super) struct FirstChoice<'a>(pub Option<&'a RawValue>);
+
+    #[derive(Deserialize)]
+    pub(super) struct Choice<'a> {
+        /// `Some("null")` for `"delta": null`, which hides `message`.
+        #[serde(borrow, default, deserialize_with = "present")]
+        pub delta: Option<&'a RawValue>,
+        #[serde(borrow)]
+        pub message: Option<&'a RawValue>,
+        pub finish_reason: Option<String>,
+    }
+
+    /// Texts are owned: each becomes the event that carries it.
+    #[derive(Deserialize)]
+    pub(super) struct Delta<'a> {
+        pub content: Option<String>,
+        pub reasoning_content: Option<String>,
+        pub reasoning: Option<String>,
+        pub refusal: Option<String>,
+        #[serde(borrow)]
+        pub tool_calls: Option<Vec<&'a RawValue>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Call<'a> {
+        pub index: Option<u64>,
+        pub id: Option<String>,
+        #[serde(borrow)]
+        pub function: Option<&'a RawValue>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Function<'a> {
+        pub name: Option<String>,
+        #[serde(borrow)]
+        pub arguments: Option<&'a RawValue>,
+    }
+
+    /// A field's raw value, `null` included (`Option` would read `null` as absent).
+    fn present<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<&'a RawValue>, D::Error> {
+        <&'a RawValue>::deserialize(deserializer).map(Some)
+    }
+
+    impl<'de: 'a, 'a> Deserialize<'de> for FirstChoice<'a> {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct First<'a>(std::marker::PhantomData<&'a ()>);
+            impl<'de: 'a, 'a> Visitor<'de> for First<'a> {
+                type Value = FirstChoice<'a>;
+
+                fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                    formatter.write_str("a list of choices")
+                }
+
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                    let first = seq.next_element::<&'a RawValue>()?;
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                    Ok(FirstChoice(first))
+                }
+            }
+            deserializer.deserialize_seq(First(std::marker::PhantomData))
+        }
+    }
+}
 
 #[cfg(test)]
 #[path = "sse_tests.rs"]

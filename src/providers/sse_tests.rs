@@ -386,3 +386,125 @@ fn done_without_anything_is_an_empty_stop() {
         vec![ModelEvent::Finished(FinishReason::Stop)]
     );
 }
+
+/// Every payload read both ways: in place (`ChunkParser::new`) and as a JSON tree
+/// (`lenient_only`), with the same events and the same end. The odd shapes are the ones
+/// where a derived struct and a tree disagree unless the in-place reading steps aside.
+#[test]
+fn the_in_place_reading_agrees_with_the_lenient_one() {
+    let streams: &[&[&str]] = &[
+        &[
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"He said \"hi\"\n\u00e9\ud83d\ude00"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":2}}}"#,
+            "[DONE]",
+        ],
+        // `"delta": null` hides `message`; a `message` alone is read.
+        &[
+            r#"{"choices":[{"delta":null,"message":{"content":"hidden"}}]}"#,
+            r#"{"choices":[{"message":{"content":"shown"}}]}"#,
+            r#"{"choices":[{"message":null,"finish_reason":"stop"}]}"#,
+        ],
+        // Arrays where objects belong: a derived struct would read them as fields.
+        &[
+            r#"[null,{"prompt_tokens":7},null]"#,
+            r#"{"choices":[["x",null,"stop"]]}"#,
+            r#"{"choices":[{"delta":["text",null,null,null,null]}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[[0,"id",null]]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":["n","{}"]}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":"ok"}}]}"#,
+        ],
+        // Types that vary between servers.
+        &[
+            r#"{"choices":[{"delta":{"reasoning":{"text":"thinking"}}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"r"}}]}"#,
+            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"part"}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":5,"refusal":"no"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":"0","id":7,"function":{"name":"f","arguments":{"b":1,"a":2}}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":-1,"function":{"name":"g","arguments":null}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1.0,"function":null}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":{"index":0}}}]}"#,
+            r#"{"choices":{"0":{"delta":{"content":"x"}}}}"#,
+            r#"{"choices":[{"delta":{"content":"a"},"finish_reason":1}]}"#,
+            r#"{"usage":"none","choices":null}"#,
+            r#"{"usage":{"prompt_tokens":1.5e1}}"#,
+            "[DONE]",
+        ],
+        // Duplicate keys (the tree keeps the last) and errors.
+        &[
+            r#"{"choices":[{"delta":{"content":"first","content":"second"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"choices":[{"delta":{"content":"y"}}]}"#,
+            r#"{"error":null,"choices":[{"delta":{"content":"z"}}]}"#,
+            r#"{"error":{"message":"overloaded","code":529}}"#,
+        ],
+        &[
+            r#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
+            "not json",
+            r#"{"choices":[{"finish_reason":"length"}]}"#,
+        ],
+    ];
+    let run_with = |make: fn() -> ChunkParser, payloads: &[&str]| {
+        let mut parser = make();
+        let mut events = Vec::new();
+        for data in payloads {
+            let result = if is_done(data) {
+                parser.finish(true)
+            } else {
+                parser.push(data)
+            };
+            match result {
+                Ok(more) => events.extend(more.into_iter().map(Ok)),
+                Err(err) => {
+                    events.push(Err(format!("{err:?}")));
+                    return events;
+                }
+            }
+        }
+        match parser.finish(false) {
+            Ok(more) => events.extend(more.into_iter().map(Ok)),
+            Err(err) => events.push(Err(format!("{err:?}"))),
+        }
+        events
+    };
+    for payloads in streams {
+        let in_place = run_with(ChunkParser::new, payloads);
+        let lenient = run_with(ChunkParser::lenient_only, payloads);
+        // Calls the server sent without an id get a random one.
+        let masked = |events: Vec<Result<ModelEvent, String>>| -> Vec<String> {
+            events
+                .into_iter()
+                .map(|event| match event {
+                    Ok(ModelEvent::ToolCall(mut call)) if call.id.starts_with("call_") => {
+                        call.id = "call_minted".into();
+                        format!("{:?}", ModelEvent::ToolCall(call))
+                    }
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(masked(in_place), masked(lenient), "{payloads:?}");
+    }
+}
+
+/// The usual chunk is read in place (not through the lenient fallback): a parser that
+/// refused it would still pass the test above, only slowly.
+#[test]
+fn the_usual_chunks_are_read_in_place() {
+    let mut parser = ChunkParser::new();
+    let mut events = Vec::new();
+    for data in [
+        r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi \"there\"\n"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3}}"#,
+        r#"{"choices":[],"usage":null}"#,
+    ] {
+        assert!(parser.push_typed(data, &mut events), "{data}");
+    }
+    assert_eq!(text(&events), "Hi \"there\"\n");
+    assert_eq!(reasoning(&events), "hm");
+}

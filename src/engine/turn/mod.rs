@@ -647,10 +647,13 @@ impl TurnContext {
         let deadline = tokio::time::sleep(idle);
         tokio::pin!(deadline);
         let mut names: HashMap<usize, String> = HashMap::new();
+        // One waiter for the whole reply, not one registered and dropped per delta.
+        let cancelled = self.cancel.cancelled();
+        tokio::pin!(cancelled);
         loop {
             let item = tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => return Err(AttemptError::Interrupted),
+                _ = &mut cancelled => return Err(AttemptError::Interrupted),
                 _ = &mut deadline => {
                     return Err(AttemptError::Model(ModelError::transient(
                         format!("the model sent nothing for {} s", idle.as_secs_f64()),
