@@ -38,10 +38,9 @@ pub use anthropic::AnthropicClient;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use anthropic::reply as messages_reply;
 pub use openai::OpenAiClient;
-/// A Chat Completions reply from its body's bytes read by a given parser, for the fuzz
-/// targets (`crate::fuzzing`).
+/// A Chat Completions reply from its body's bytes, for the fuzz targets (`crate::fuzzing`).
 #[cfg(any(test, feature = "fuzzing"))]
-pub(crate) use openai::sse_reply_parsed_by;
+pub(crate) use openai::sse_reply;
 pub use replay::ReplayClient;
 pub use responses::ResponsesClient;
 /// A Responses reply from its body's bytes, for the fuzz targets.

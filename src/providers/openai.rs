@@ -536,23 +536,12 @@ pub(crate) fn sse_reply<E>(
 where
     E: std::error::Error + Send + 'static,
 {
-    sse_reply_parsed_by(body, ChunkParser::new())
-}
-
-/// [`sse_reply`] with a parser of the caller's (the fuzz target compares two).
-pub(crate) fn sse_reply_parsed_by<E>(
-    body: impl futures_util::Stream<Item = Result<Bytes, E>> + Send + 'static,
-    parser: ChunkParser,
-) -> ModelStream
-where
-    E: std::error::Error + Send + 'static,
-{
     // A blank line at the end dispatches a last event the server did not terminate
     // (the SSE parser would drop it), typically a bare `data: [DONE]`.
     let terminator = stream::once(future::ready(Ok(Bytes::from_static(b"\n\n"))));
     let reply = Reply {
         events: body.chain(terminator).eventsource().boxed(),
-        parser,
+        parser: ChunkParser::new(),
         ready: VecDeque::new(),
         ended: false,
     };

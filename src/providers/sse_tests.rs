@@ -508,3 +508,16 @@ fn the_usual_chunks_are_read_in_place() {
     assert_eq!(text(&events), "Hi \"there\"\n");
     assert_eq!(reasoning(&events), "hm");
 }
+
+/// A field jucode does not use is skipped, not checked escape by escape, so a lone
+/// surrogate in a chunk's `id` (invalid JSON, which a tree reading must refuse whole)
+/// does not cost the text the chunk carries.
+#[test]
+fn a_broken_field_that_is_not_used_does_not_drop_the_chunk() {
+    let events = run(&[
+        r#"{"id":"chatcmpl-\ud800x","choices":[{"index":0,"delta":{"content":"kept"}}]}"#,
+        "[DONE]",
+    ])
+    .unwrap();
+    assert_eq!(text(&events), "kept");
+}
