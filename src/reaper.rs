@@ -8,10 +8,11 @@
 //! its children, and fires when the spawning *thread* exits (tokio's blocking pool ends
 //! idle threads), so it is not the answer. This is: a small process, the reaper, started
 //! with the first group and kept for the life of the process (one, not one per group),
-//! reads a channel whose other end only jucode holds. jucode writes `+ PGID` when it starts
-//! a group and `- PGID` once the group is no longer its business; when the pipe reaches
-//! its end (jucode exited or was killed: the kernel closes jucode's end either way), the
-//! reaper sends `SIGKILL` to every group still registered, and exits.
+//! reads a channel whose other end only jucode holds. Each group is registered on it
+//! (`+ PGID`, below) and released (`- PGID`) once it is no longer jucode's business;
+//! when the channel reaches its end (jucode exited or was killed: the kernel closes
+//! jucode's end either way), the reaper sends `SIGKILL` to every group still
+//! registered, and exits.
 //!
 //! Why the reaper is `/bin/sh` running [`SCRIPT`] and not something else:
 //! - A `fork` of jucode without `exec` may call only async-signal-safe functions (jucode
@@ -110,7 +111,7 @@ impl Drop for Watch {
 
 /// The reaper's program (`sh -c`): a multiset of group ids in one string, each one with
 /// a space on both sides. Lines are `+ PGID` and `- PGID`; anything else is ignored.
-pub const SCRIPT: &str = r#"set -f
+const SCRIPT: &str = r#"set -f
 watched=' '
 while read -r op group; do
   case $group in ''|*[!0-9]*|0*|1) continue ;; esac
@@ -200,7 +201,8 @@ mod imp {
             unsafe {
                 command.pre_exec(move || register_in_child(channel.load(Ordering::SeqCst)));
             }
-            if self.reaper.is_none() {
+            if !self.alive() {
+                self.stop();
                 self.restart();
             }
             let mut spawned = command.spawn();
@@ -262,15 +264,27 @@ mod imp {
         }
 
         fn send(&mut self, op: char, group: i32, start: bool) {
-            if let Some(reaper) = &self.reaper {
-                if send_line(reaper.channel.as_raw_fd(), op, group).is_ok() {
-                    return;
-                }
-                self.stop();
-            } else if !start {
+            if self.alive()
+                && let Some(reaper) = &self.reaper
+                && send_line(reaper.channel.as_raw_fd(), op, group).is_ok()
+            {
                 return;
             }
+            if self.reaper.is_none() && !start {
+                return;
+            }
+            self.stop();
             self.restart();
+        }
+
+        /// Whether the reaper runs. Asked of the process itself, not of the channel: a
+        /// child forked elsewhere in jucode at the moment the reaper was started holds a
+        /// copy of the reaper's end until its own `exec`, and a write into it then
+        /// succeeds although nobody will read it.
+        fn alive(&mut self) -> bool {
+            self.reaper
+                .as_mut()
+                .is_some_and(|reaper| matches!(reaper.process.try_wait(), Ok(None)))
         }
 
         /// Kills the reaper before its channel closes, so it does not take the end of
