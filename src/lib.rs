@@ -7,6 +7,7 @@
 //! Bottom up; a module only ever imports the ones listed before it.
 //! - [`protocol`]: wire types of serve protocol v2 and the line codec. Knows no engine.
 //! - [`config`]: the profile directory and `config.toml`.
+//! - [`reaper`]: the process groups jucode starts, killed when it dies however it dies.
 //! - [`engine`]: one session's state machine and turn loop. Defines the [`engine::ModelClient`]
 //!   and [`engine::Tool`] traits it needs and never names a concrete provider or tool.
 //! - [`providers`], [`tools`]: implementations of those traits.
@@ -29,6 +30,7 @@ pub mod mcp;
 pub mod project;
 pub mod protocol;
 pub mod providers;
+pub mod reaper;
 pub mod sessions;
 pub mod tools;
 pub mod transport;

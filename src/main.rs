@@ -686,6 +686,55 @@ fn fail(message: &str) -> u8 {
     1
 }
 
+/// A log file that holds whole lines only: an event (one write of whole lines) that
+/// fails, on a full disk say, is cut back off, and the first line written once the disk
+/// takes them again says how many were lost. Logging never stops the process: the
+/// failure goes back to `tracing`, which drops the event.
+struct LogFile {
+    file: std::fs::File,
+    lost: u64,
+}
+
+impl LogFile {
+    /// Appends `bytes` whole or not at all.
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let whole = self.file.metadata()?.len();
+        let written = self.file.write_all(bytes);
+        if written.is_err() {
+            let _ = self.file.set_len(whole);
+        }
+        written
+    }
+}
+
+impl std::io::Write for LogFile {
+    fn write(&mut self, event: &[u8]) -> std::io::Result<usize> {
+        if self.lost > 0 {
+            let note = format!(
+                "jucode: {} log events could not be written (the disk refused them)\n",
+                self.lost
+            );
+            if let Err(err) = self.append(note.as_bytes()) {
+                self.lost += 1;
+                return Err(err);
+            }
+            self.lost = 0;
+        }
+        match self.append(event) {
+            Ok(()) => Ok(event.len()),
+            Err(err) => {
+                self.lost += 1;
+                Err(err)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 fn init_logging(file: Option<&Path>, default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
@@ -698,7 +747,7 @@ fn init_logging(file: Option<&Path>, default: &str) {
     }) {
         Some(Ok(file)) => builder
             .with_ansi(false)
-            .with_writer(std::sync::Mutex::new(file))
+            .with_writer(std::sync::Mutex::new(LogFile { file, lost: 0 }))
             .init(),
         Some(Err(err)) => {
             builder.with_writer(std::io::stderr).init();

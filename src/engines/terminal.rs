@@ -3,7 +3,8 @@
 //! session in order, kept in a terminal emulator's model of the screen (`vt100`) for
 //! late joiners, its input written on another thread, its size changed. The TUI runs in
 //! a session of its own (so a process group of its own), which is killed when the
-//! terminal is dropped: no child outlives its session.
+//! terminal is dropped, and by the reaper (`crate::reaper`) when the daemon dies: no
+//! child outlives its session.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -104,6 +105,9 @@ impl Terminal {
             .process_id()
             .and_then(|pid| i32::try_from(pid).ok())
             .map(Pid::from_raw);
+        // The TUI's group goes with jucode however it dies (one that ignores the
+        // terminal's hang-up too); released by the waiter once it killed the group.
+        let watch = child.process_id().map(crate::reaper::watch);
         let opened = pair
             .master
             .try_clone_reader()
@@ -137,6 +141,7 @@ impl Terminal {
                 if let Some(group) = group {
                     let _ = killpg(group, Signal::SIGKILL);
                 }
+                drop(watch);
                 let _ = exit_tx.send(how);
             })
             .map_err(|err| format!("cannot start the terminal's waiter: {err}"))?;

@@ -1,6 +1,7 @@
 //! A stdio server's process: started in its own process group (so a server that is a
 //! wrapper, `npx` starting `node` say, is stopped as a whole), its stderr kept as a
-//! short tail for error messages, and killed when it is no longer wanted.
+//! short tail for error messages, and killed when it is no longer wanted, or by the
+//! reaper (`crate::reaper`) when jucode dies first. Hosted agents are started here too.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -34,7 +35,8 @@ pub fn spawn(
     env: &HashMap<String, String>,
     cwd: &Path,
 ) -> Result<Spawned, String> {
-    let mut child = Command::new(command)
+    let mut builder = Command::new(command);
+    builder
         .args(args)
         .env_clear()
         .envs(env)
@@ -42,14 +44,17 @@ pub fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    // A process group of its own, registered with the reaper.
+    let (mut child, watch) = crate::reaper::spawn(&mut builder)
         .map_err(|err| format!("cannot start `{command}` in {}: {err}", cwd.display()))?;
-    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
     let group = Group {
-        pgid: pid.map(Pid::from_raw),
+        pgid: child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(Pid::from_raw),
         live: Arc::new(AtomicBool::new(true)),
+        watch: Some(Arc::new(watch)),
     };
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -73,6 +78,9 @@ pub struct Group {
     /// False once the leader was reaped and the group signalled a last time: from then
     /// on its id may belong to someone else, so it is never signalled again.
     live: Arc<AtomicBool>,
+    /// The group's registration with the reaper, which kills it if jucode dies first;
+    /// released when the group is killed a last time (reaped, or dropped).
+    watch: Option<Arc<crate::reaper::Watch>>,
 }
 
 impl Group {
@@ -89,6 +97,7 @@ impl Group {
         Reaped {
             pgid: self.pgid,
             live: self.live.clone(),
+            watch: self.watch.clone(),
         }
     }
 }
@@ -96,12 +105,16 @@ impl Group {
 impl Drop for Group {
     fn drop(&mut self) {
         self.signal(Signal::SIGKILL);
+        if let Some(watch) = &self.watch {
+            watch.release();
+        }
     }
 }
 
 pub struct Reaped {
     pgid: Option<Pid>,
     live: Arc<AtomicBool>,
+    watch: Option<Arc<crate::reaper::Watch>>,
 }
 
 impl Reaped {
@@ -112,6 +125,9 @@ impl Reaped {
             && self.live.swap(false, Ordering::SeqCst)
         {
             let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        if let Some(watch) = &self.watch {
+            watch.release();
         }
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! A hook never stops the session: a hook that cannot start, exits non-zero or outlives
 //! its timeout is reported (the session turns that into an `error`), and its process
-//! group is killed so nothing it started keeps running. Output is capped, since it is
-//! shown to the user as events.
+//! group is killed so nothing it started keeps running (and so is the group of a hook
+//! running when jucode dies: `crate::reaper`). Output is capped, since it is shown to
+//! the user as events.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -46,7 +47,8 @@ async fn run_one(hook: &Hook, cwd: &Path, env: &HashMap<String, String>, input: 
                 .map(str::to_owned)
         })
         .unwrap_or_default();
-    let spawned = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg(&hook.command)
         .current_dir(cwd)
@@ -56,11 +58,11 @@ async fn run_one(hook: &Hook, cwd: &Path, env: &HashMap<String, String>, input: 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
+        .kill_on_drop(true);
+    // Its own process group, killed by the reaper if jucode dies while the hook runs;
+    // released when this returns, the shell reaped or its group killed.
+    let (mut child, _watch) = match crate::reaper::spawn(&mut command) {
+        Ok(spawned) => spawned,
         Err(err) => return failed(hook, String::new(), format!("cannot start: {err}")),
     };
     let group = child

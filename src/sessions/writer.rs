@@ -16,7 +16,10 @@
 //! have dropped the pages it could not write, so the lines since the last good `fsync`
 //! are written again. A file that is gone from its path (its directory removed) is
 //! written anew there, whole, from the one this process still holds open. Once writing
-//! works again the session is told that too.
+//! works again the session is told that too: after a failed `fsync`, only once an
+//! `fsync` works (lines the kernel took but cannot make durable are not saved). While
+//! saving fails, a turn's end waits (bounded) for the whole attempt, so what it says
+//! before its closing status is true of that turn.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -170,6 +173,14 @@ async fn run(target: Target, mut rx: mpsc::UnboundedReceiver<Job>, reports: Arc<
             writer.fail(message);
         }
         writer.flush(false).await;
+        if sync && writer.failing.is_some() && !answers.is_empty() {
+            // While saving fails, a turn's end waits for the whole attempt, its `fsync`
+            // included (bounded by the session's wait), so that what it then says (still
+            // failing, or saved again) is true of the turn it closes.
+            writer.flush(true).await;
+            writer.settle().await;
+            sync = false;
+        }
         for done in answers {
             let _ = done.send(());
         }
@@ -182,10 +193,7 @@ async fn run(target: Target, mut rx: mpsc::UnboundedReceiver<Job>, reports: Arc<
             tokio::time::sleep(RETRY).await;
         }
         writer.flush(true).await;
-        while writer.syncing.is_some() {
-            let synced = sync_done(&mut writer.syncing).await;
-            writer.synced(synced).await;
-        }
+        writer.settle().await;
         if writer.failing.is_none() {
             break;
         }
@@ -247,6 +255,10 @@ struct Writer {
     sync_wanted: bool,
     /// The failure being reported, while writing does not work.
     failing: Option<String>,
+    /// Whether that failure was an `fsync`'s: then lines written again are not yet
+    /// saved, and only an `fsync` that succeeds ends it (a disk that takes writes but
+    /// cannot make them durable is not told "saved again" at every write).
+    sync_failed: bool,
     reports: Arc<Mutex<Reports>>,
 }
 
@@ -288,6 +300,7 @@ impl Writer {
             syncing: None,
             sync_wanted: false,
             failing: None,
+            sync_failed: false,
             reports,
         }
     }
@@ -331,7 +344,7 @@ impl Writer {
         }
         if sync {
             self.start_sync();
-        } else if self.failing.is_some() && self.syncing.is_none() {
+        } else if self.failing.is_some() && self.syncing.is_none() && !self.sync_failed {
             self.recovered();
         }
     }
@@ -438,11 +451,20 @@ impl Writer {
         }));
     }
 
+    /// Waits for the running `fsync` (and any asked for meanwhile) and takes its result.
+    async fn settle(&mut self) {
+        while self.syncing.is_some() {
+            let synced = sync_done(&mut self.syncing).await;
+            self.synced(synced).await;
+        }
+    }
+
     /// An `fsync` ended: what it covered is on the disk, or, when it failed, written
     /// again (the kernel may have dropped the pages it could not write).
     async fn synced(&mut self, done: Option<(u64, usize, std::io::Result<()>)>) {
         match done {
             Some((upto, count, Ok(()))) => {
+                self.sync_failed = false;
                 self.synced = upto;
                 self.unsynced.drain(..count.min(self.unsynced.len()));
                 if self.failing.is_some() && self.pending.is_empty() {
@@ -450,6 +472,7 @@ impl Writer {
                 }
             }
             Some((_, _, Err(err))) => {
+                self.sync_failed = true;
                 let lost = std::mem::take(&mut self.unsynced);
                 self.pending = [lost, std::mem::take(&mut self.pending)].concat();
                 self.written = self.synced;

@@ -23,6 +23,9 @@
 //!   it), a guard sends SIGKILL to the group at once, with no SIGTERM and no grace (a
 //!   destructor cannot wait), so nothing outlives the turn by accident. Processes that
 //!   the command put in the background and that outlive a normal exit are left alone.
+//! - If jucode itself dies while the command runs (`kill -9` included), no destructor
+//!   runs: the group is registered with the reaper (`crate::reaper`) by the shell itself
+//!   before `exec` until the guard lets it go, and the reaper kills it.
 
 use std::collections::HashMap;
 use std::io;
@@ -87,9 +90,13 @@ pub(super) async fn run(job: Job<'_>) -> io::Result<Finished> {
 }
 
 async fn run_with_shells(job: Job<'_>, shells: &[&str]) -> io::Result<Finished> {
-    let mut child = spawn(&job, shells)?;
-    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
-    let mut guard = GroupGuard(pid.map(Pid::from_raw));
+    let (mut child, watch) = spawn(&job, shells)?;
+    let mut guard = GroupGuard(
+        child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(|pid| (Pid::from_raw(pid), watch)),
+    );
     let tail = Arc::new(Mutex::new(Tail::default()));
     let mut readers: Vec<JoinHandle<()>> = Vec::new();
     if let Some(stdout) = child.stdout.take() {
@@ -116,8 +123,8 @@ async fn run_with_shells(job: Job<'_>, shells: &[&str]) -> io::Result<Finished> 
         guard.0 = None;
         DRAIN_AFTER_EXIT
     } else {
-        if let Some(pgid) = guard.0 {
-            terminate(pgid, &mut child).await;
+        if let Some((pgid, _)) = &guard.0 {
+            terminate(*pgid, &mut child).await;
             guard.0 = None;
         }
         DRAIN_AFTER_KILL
@@ -140,14 +147,16 @@ async fn run_with_shells(job: Job<'_>, shells: &[&str]) -> io::Result<Finished> 
     })
 }
 
-fn spawn(job: &Job<'_>, shells: &[&str]) -> io::Result<Child> {
+/// The shell, in a process group of its own registered with the reaper (see
+/// `crate::reaper::spawn`).
+fn spawn(job: &Job<'_>, shells: &[&str]) -> io::Result<(Child, crate::reaper::Watch)> {
     let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no shell found");
     for shell in shells {
         let mut command = Command::new(shell);
         if let Some(sandbox) = job.sandbox {
             sandbox.apply(&mut command);
         }
-        let spawned = command
+        command
             .arg("-c")
             .arg(job.command)
             .current_dir(job.cwd)
@@ -156,10 +165,8 @@ fn spawn(job: &Job<'_>, shells: &[&str]) -> io::Result<Child> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn();
-        match spawned {
+            .kill_on_drop(true);
+        match crate::reaper::spawn(&mut command) {
             Err(err) if err.kind() == io::ErrorKind::NotFound => last_error = err,
             other => return other,
         }
@@ -199,12 +206,14 @@ async fn terminate(pgid: Pid, child: &mut Child) {
 }
 
 /// Sends SIGKILL to the group (no SIGTERM, no grace) when the run is abandoned before the
-/// shell was reaped or the group was stopped.
-struct GroupGuard(Option<Pid>);
+/// shell was reaped or the group was stopped. While it is armed the group is registered
+/// with the reaper, which kills it if jucode dies first; disarmed (`None`), it is
+/// released.
+struct GroupGuard(Option<(Pid, crate::reaper::Watch)>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
+        if let Some((pgid, _watch)) = self.0.take() {
             let _ = killpg(pgid, Signal::SIGKILL);
         }
     }

@@ -1,16 +1,20 @@
 //! `kill -9` at random points across streaming, tool calls, approvals, compaction,
 //! `/checkout` and subagent runs, each followed by a restart and a verifier: every turn
 //! that reached `status ready` is in the file, the file is whole lines that load, the
-//! lock is free (the restart takes it), no process the session started is left.
+//! lock is free (the restart takes it), no process the session started is left; and a
+//! command with children killed with the process that ran it, in process or a daemon.
 //!
 //! The normal suite runs a few rounds; `cargo test --test faults -- --ignored
 //! kill_soak_500` runs the 500 of `docs/reliability.md` (`JUCODE_SOAK_ROUNDS`,
 //! `JUCODE_SOAK_SEED` change them).
 
+use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::daemon::{DaemonGuard, kill_daemon_and_wait_gone};
 use crate::common::mock::{
     Gate, MockModel, Reply, Step, finish, text, text_reply, tool_call, usage,
 };
@@ -58,6 +62,64 @@ fn calls(calls: &[(&str, &str, Value)]) -> Reply {
         .collect();
     steps.extend([finish("tool_calls"), usage(10, 2), Step::Done]);
     Reply::Sse(steps)
+}
+
+/// A unique `sleep` duration, the marker of a test's commands: the one piece of a
+/// command that its shell and every child show in `/proc/*/cmdline` (a comment would be
+/// lost: `bash -c` runs a lone command in its own place, and `sleep` shows only its own
+/// arguments).
+fn marker() -> String {
+    format!(
+        "1000.{:020}",
+        RandomState::new().hash_one(std::process::id())
+    )
+}
+
+/// A compound command whose shell starts two children, one in the background: three
+/// processes carry `marker` while it runs.
+fn lingering(marker: &str) -> String {
+    format!("sh -c 'sleep {marker} & sleep {marker}; wait'")
+}
+
+/// Polls `/proc` until no process carries `marker`, for 10 s at most; returns what is
+/// left then. A killed process is gone from `/proc` (or a zombie, without a command
+/// line) as soon as the signal is taken, so this ends at once where nothing lingers.
+fn left_running(marker: &str) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Polls `/proc` until `count` processes carry `marker` (10 s at most).
+fn until_running(marker: &str, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(marker).len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "the command did not start: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Kills whatever still carries its marker when a test ends, failed or not.
+struct KillLeftovers<'a>(&'a str);
+
+impl Drop for KillLeftovers<'_> {
+    fn drop(&mut self) {
+        for pid in processes_with(self.0) {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
 }
 
 /// Every process whose command line holds `marker` (the tests' children carry one).
@@ -139,7 +201,7 @@ impl Round<'_> {
                 &["assistant_start", "assistant_delta"]
             }
             Scenario::ToolCall => {
-                let command = format!("sleep 300 # {}", self.marker);
+                let command = lingering(self.marker);
                 self.model
                     .push(calls(&[("b1", "bash", json!({"command": command}))]));
                 self.model.push(text_reply(&["never asked"]));
@@ -237,7 +299,8 @@ fn soak(rounds: usize, seed: u64) -> Soak {
     home.prepend_config("approval_mode = \"full-access\"\n");
     let project = home.path().join("project");
     std::fs::create_dir_all(&project).expect("a project");
-    let marker = format!("jucode-soak-{}", std::process::id());
+    let marker = marker();
+    let _leftovers = KillLeftovers(&marker);
     let round = Round {
         model: &model,
         home: &home,
@@ -283,7 +346,7 @@ fn soak(rounds: usize, seed: u64) -> Soak {
                 "round {n} ({scenario:?}): {content:?} lost: {users:?}"
             );
         }
-        let left = processes_with(&marker);
+        let left = left_running(&marker);
         for pid in &left {
             let _ = std::process::Command::new("kill")
                 .arg("-9")
@@ -305,8 +368,8 @@ fn soak(rounds: usize, seed: u64) -> Soak {
 struct Soak {
     /// The scenario of each kill and how many of its events came before it.
     record: Vec<(Scenario, usize)>,
-    /// Commands of the `bash` tool still running after their session was killed (the
-    /// verifier kills them): see `docs/reliability.md`.
+    /// Processes of the `bash` tool's commands still running 10 s after their session
+    /// was killed (the verifier kills them): the reaper leaves none.
     orphans: usize,
 }
 
@@ -314,6 +377,56 @@ struct Soak {
 fn kill_soak_small() {
     let soak = soak(6, 0x5eed_1234);
     assert_eq!(soak.record.len(), 6);
+    assert_eq!(soak.orphans, 0, "commands outlived their session");
+}
+
+/// A model asking for `lingering(marker)` in a session of `home`, whose config runs it
+/// unasked.
+fn lingering_call(home: &Home, marker: &str) -> MockModel {
+    let model = MockModel::start();
+    home.mock_config(&model.base_url(), "");
+    home.prepend_config("approval_mode = \"full-access\"\n");
+    model.push(calls(&[(
+        "b1",
+        "bash",
+        json!({"command": lingering(marker)}),
+    )]));
+    model
+}
+
+/// `kill -9` of `serve --in-process` while a `bash` call runs a command with children:
+/// the reaper kills the command's whole group.
+#[test]
+fn a_command_and_its_children_die_with_a_killed_serve() {
+    let home = Home::new();
+    let marker = marker();
+    let _leftovers = KillLeftovers(&marker);
+    let _model = lingering_call(&home, &marker);
+    let mut serve = Serve::start(&home);
+    serve.skip_startup();
+    serve.user("run it");
+    serve.until("tool_start");
+    until_running(&marker, 3);
+    serve.child.kill().expect("kill -9");
+    serve.wait();
+    let left = left_running(&marker);
+    assert!(left.is_empty(), "outlived jucode: {left:?}");
+}
+
+/// The same through the daemon, killed with `kill -9` while its session's command runs.
+#[test]
+fn a_command_and_its_children_die_with_a_killed_daemon() {
+    let home = Home::new();
+    let _guard = DaemonGuard(&home);
+    let marker = marker();
+    let _leftovers = KillLeftovers(&marker);
+    let _model = lingering_call(&home, &marker);
+    let mut serve = Serve::shim(&home).start();
+    serve.skip_startup();
+    serve.user("run it");
+    serve.until("tool_start");
+    until_running(&marker, 3);
+    kill_daemon_and_wait_gone(&home, "the command", || processes_with(&marker));
 }
 
 #[test]
@@ -327,7 +440,7 @@ fn kill_soak_500() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0x5eed_0500);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let soak = soak(rounds, seed);
     let mut counts = std::collections::BTreeMap::new();
     for (scenario, _) in &soak.record {
@@ -339,4 +452,5 @@ fn kill_soak_500() {
         started.elapsed(),
         soak.orphans
     );
+    assert_eq!(soak.orphans, 0, "commands outlived their session");
 }
